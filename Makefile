@@ -1,0 +1,35 @@
+# Quick start: `make demo` profiles the bundled example; `make test` runs the tests.
+# Both create .venv when it is absent. torch is installed first, pinned, only when the
+# venv lacks it: a bare `torch>=2.2` resolved from scratch would pull a multi-GB CUDA build.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: install demo test lint bench clean
+
+$(BIN)/profile-all: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_PIN)"
+	$(BIN)/python -m pip install -e ".[test]"
+	touch $@
+
+install: $(BIN)/profile-all
+
+demo: install
+	$(BIN)/profile-all run scripts/examples/train_mlp.py -- --steps 100
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python -m pip install -e ".[test,bench]"
+	$(BIN)/python scripts/bench/region_overhead.py
+	$(BIN)/python scripts/bench/timing_distortion.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

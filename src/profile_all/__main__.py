@@ -1,0 +1,3 @@
+from profile_all.cli import main
+
+main()

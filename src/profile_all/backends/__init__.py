@@ -1,0 +1,62 @@
+"""The backend registry: the built-in backends and those of the `profile_all.backends`
+entry-point group, loaded only when named (a backend's module may import heavy things)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.errors import UsageError
+
+__all__ = ["Artifact", "Backend", "Collected", "PassContext", "Selection", "known_names",
+           "load", "select"]
+
+BUILTIN = {
+    "wallclock": "profile_all.backends.wallclock:WallClock",
+    "cprofile": "profile_all.backends.cprofile:CProfile",
+}
+
+#: what runs when the user names no backend
+DEFAULT = ("wallclock", "cprofile")
+
+ENTRY_POINT_GROUP = "profile_all.backends"
+
+
+def _specs() -> dict[str, str]:
+    specs = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    specs.update(BUILTIN)  # a plug-in cannot shadow a built-in
+    return specs
+
+
+def known_names() -> list[str]:
+    return sorted(_specs())
+
+
+def load(name: str) -> type[Backend]:
+    specs = _specs()
+    if name not in specs:
+        raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(sorted(specs))}")
+    module_name, _, class_name = specs[name].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@dataclass
+class Selection:
+    runnable: list[type[Backend]]
+    skipped: dict[str, str]  # backend name -> why it cannot run here
+
+
+def select(names: list[str] | None) -> Selection:
+    """Resolve names (all validated first, so a typo fails before anything runs)."""
+    wanted = list(dict.fromkeys(names or DEFAULT))
+    classes = [load(name) for name in wanted]
+    runnable, skipped = [], {}
+    for cls in classes:
+        ok, reason = cls.available()
+        if ok:
+            runnable.append(cls)
+        else:
+            skipped[cls.name] = reason
+    return Selection(runnable, skipped)

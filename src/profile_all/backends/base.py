@@ -1,0 +1,90 @@
+"""The one small interface every backend implements.
+
+A backend is created fresh in the process that runs its pass. The worker calls
+`start(ctx)` before the target runs, `stop(ctx)` after it (also when it failed), then
+`collect(ctx)`. Region hooks (`enter`, `exit`, `step`) are called only for backends that
+define them, so a backend that does not care about regions costs nothing there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass
+class PassContext:
+    """What a backend knows of the pass it runs in."""
+
+    pass_index: int
+    artifacts_dir: Path
+    scratch_dir: Path
+    rank: int = 0
+    world_size: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def artifact_path(self, filename: str) -> Path:
+        """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""
+        if self.world_size > 1:
+            stem, dot, suffix = filename.partition(".")
+            filename = f"{stem}.rank{self.rank}{dot}{suffix}"
+        return self.artifacts_dir / filename
+
+
+@dataclass
+class Artifact:
+    """A native file a backend wrote, with the viewer that opens it."""
+
+    backend: str
+    path: str
+    viewer: str
+    open_command: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"backend": self.backend, "path": self.path, "viewer": self.viewer,
+                "open_command": self.open_command}
+
+
+@dataclass
+class Collected:
+    rows: list[list[Any]] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+
+
+class Backend:
+    #: the CLI name
+    name: ClassVar[str]
+    #: timer, tracer, counter, sampler or wrapper: decides which backends share a pass
+    kind: ClassVar[str]
+    #: one line for `profile-all backends` and the README
+    measures: ClassVar[str] = ""
+    #: the native file it writes and the viewer that opens it, for `profile-all backends`
+    native_file: ClassVar[str] = ""
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """(True, "") when it can run here, else (False, the reason)."""
+        return True, ""
+
+    def start(self, ctx: PassContext) -> None:
+        """Begin measuring; called just before the target runs."""
+
+    def stop(self, ctx: PassContext) -> None:
+        """Stop measuring; called just after the target ends, however it ended."""
+
+    def collect(self, ctx: PassContext) -> Collected:
+        """Rows (see report.schema.row) and native files; runs even when the target failed."""
+        return Collected()
+
+    @classmethod
+    def recover(cls, ctx: PassContext) -> Collected:
+        """Rows saved on disk by a process that died before `collect` (SIGKILL, a crash)."""
+        return Collected()
+
+
+def hears_regions(backend: Backend) -> bool:
+    return callable(getattr(backend, "enter", None))

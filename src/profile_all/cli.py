@@ -1,0 +1,109 @@
+"""The `profile-all` command: a thin layer over the Python API.
+
+The target's own stdout and stderr pass through; what profile-all says (progress, the
+summary, paths) goes to stderr, so `profile-all run train.py > out.txt` keeps the script's
+output clean. Bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from profile_all import backends as backend_registry
+from profile_all.errors import UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Profile PyTorch scripts with every profiler, merged into one report.")
+err_console = Console(stderr=True)
+
+
+def _one_line_errors(command: Callable) -> Callable:
+    """Bad input -> `profile-all: error: ...` on stderr and exit code 2, no traceback."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UsageError as error:
+            print(f"profile-all: error: {error}", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
+
+    return guarded
+
+
+@app.command()
+@_one_line_errors
+def run(
+    script: Annotated[str, typer.Argument(help="the Python script to profile")],
+    script_args: Annotated[list[str] | None, typer.Argument(
+        help="the script's own arguments, after --", show_default=False)] = None,
+    backend: Annotated[list[str] | None, typer.Option(
+        "--backend", "-b", help="a backend to run (repeat for several); default: "
+        + ", ".join(backend_registry.DEFAULT))] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the run directory [default: reports/<timestamp>-<script>]")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
+    region_cpu_time: Annotated[bool, typer.Option(
+        help="measure CPU time per region and step (one system call per boundary)")] = True,
+) -> None:
+    """Run SCRIPT once per pass of compatible backends and merge what they measured."""
+    from profile_all import orchestrator
+    from profile_all.progress import PassProgress
+    from profile_all.report import terminal
+    from profile_all.targets import ScriptTarget
+
+    report = orchestrator.run(
+        ScriptTarget(script, script_args or []), backend_names=backend, out=out,
+        timeout=timeout, options={"wallclock": {"cpu_time": region_cpu_time}},
+        observer=PassProgress(err_console), command=sys.argv)
+    terminal.render(report, err_console)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command("backends")
+def list_backends() -> None:
+    """List every registered backend, and whether it can run here."""
+    table = Table("backend", "kind", "available", "measures", "native file")
+    for name in backend_registry.known_names():
+        cls = backend_registry.load(name)
+        ok, reason = cls.available()
+        table.add_row(name, cls.kind, "yes" if ok else f"no: {reason}", cls.measures,
+                      cls.native_file)
+    Console().print(table)
+
+
+@app.command()
+@_one_line_errors
+def show(run_dir: Annotated[Path, typer.Argument(help="a run directory")]) -> None:
+    """Print a run's summary in the terminal."""
+    from profile_all.report import terminal
+    from profile_all.report.store import load
+
+    terminal.render(load(run_dir), Console())
+
+
+@app.command()
+@_one_line_errors
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory with a cProfile file")],
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (the next free one if taken)")]
+    = 8080,
+    browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
+) -> None:
+    """Open the run's cProfile file in SnakeViz, served on 127.0.0.1."""
+    from profile_all.view import serve_snakeviz
+
+    serve_snakeviz(run_dir, port, browser)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,224 @@
+"""Runs each pass, enforces timeouts, handles Ctrl-C, and merges what the passes measured.
+
+Each pass is `python -m profile_all.worker SPEC` in a session of its own, its stdout and
+stderr copied both to ours and to `artifacts/pass<N>.std{out,err}.log`. Because the worker
+is not in our process group, a Ctrl-C reaches only us, and we pass it on: the target sees
+KeyboardInterrupt as it would, the pass is finished and written, and no further pass runs.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from time import perf_counter
+from typing import Any, BinaryIO, Protocol
+
+import orjson
+
+from profile_all import backends, environment
+from profile_all.backends.base import PassContext
+from profile_all.errors import UsageError
+from profile_all.passrun import PassRun
+from profile_all.plan import Pass, plan_passes
+from profile_all.report.report import FORMAT_VERSION, Report
+from profile_all.report.store import save
+from profile_all.rundir import RunDirectory
+from profile_all.targets import ScriptTarget
+
+#: seconds a stopped worker gets to finish collecting before it is killed
+GRACE_SECONDS = 10.0
+TIMEOUT_EXIT_CODE = 124
+INTERRUPT_EXIT_CODE = 130
+
+
+class Observer(Protocol):
+    """Told what happens, for a progress display."""
+
+    def pass_started(self, run_pass: Pass, count: int) -> None: ...
+    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None: ...
+
+
+class _Tee(threading.Thread):
+    """Copies a child's pipe to a log file and to our own stream, as it comes."""
+
+    def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
+
+    def run(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with open(self.log_path, "wb") as log:
+            while chunk := os.read(self.pipe.fileno(), 65536):
+                log.write(chunk)
+                log.flush()
+                stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
+                stream.write(decoder.decode(chunk))
+                stream.flush()
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
+
+
+def _stop(process: subprocess.Popen, signum: int) -> None:
+    """Ask the worker to stop, give it GRACE_SECONDS to write what it has, then kill it."""
+    _signal_group(process, signum)
+    try:
+        process.wait(GRACE_SECONDS)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+
+
+def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
+                timeout: float | None) -> tuple[dict[str, Any] | None, int, str]:
+    """Run one pass in a worker; (its result or None, its return code, how it ended)."""
+    number = spec["pass"]
+    spec_path = run_dir.scratch / f"pass{number}.spec.json"
+    spec_path.write_bytes(orjson.dumps(spec))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "profile_all.worker", str(spec_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+    tees = [_Tee(process.stdout, "stdout", run_dir.artifacts / f"pass{number}.stdout.log"),
+            _Tee(process.stderr, "stderr", run_dir.artifacts / f"pass{number}.stderr.log")]
+    for tee in tees:
+        tee.start()
+    ended = "exited"
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        ended = "timeout"
+        _stop(process, signal.SIGTERM)
+    except KeyboardInterrupt:
+        ended = "interrupted"
+        _stop(process, signal.SIGINT)
+    for tee in tees:
+        tee.join(timeout=5)  # a grandchild may still hold the pipe open
+    result_path = Path(spec["result_path"])
+    result = orjson.loads(result_path.read_bytes()) if result_path.exists() else None
+    return result, process.returncode, ended
+
+
+def _recover(spec: dict[str, Any], return_code: int) -> dict[str, Any]:
+    """The result of a worker that died without writing one: what its backends journaled."""
+    ctx = PassContext(pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
+                      scratch_dir=Path(spec["scratch_dir"]))
+    rows = []
+    for name in spec["backends"]:
+        recovered = backends.load(name).recover(ctx)
+        rows += [[name, spec["pass"], 0, *measured] for measured in recovered.rows]
+    if return_code < 0:
+        signame = signal.Signals(-return_code).name
+        code, error = 128 - return_code, f"killed by {signame}"
+    else:
+        code, error = return_code, f"the worker exited with {return_code} without a result"
+    return {"pass": spec["pass"], "rank": 0, "backends": spec["backends"], "rows": rows,
+            "artifacts": [], "backend_failures": [], "runtime": {}, "recovered": True,
+            "outcome": {"status": "killed", "exit_code": code, "error": error,
+                        "target_wall_time": None}}
+
+
+def _pass_summary(run_pass: Pass, result: dict[str, Any], wall: float) -> dict[str, Any]:
+    outcome = result["outcome"]
+    return {"pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
+            "status": outcome["status"], "exit_code": outcome["exit_code"],
+            "error": outcome["error"], "target_wall_time": outcome["target_wall_time"],
+            "process_wall_time": wall, "recovered": result.get("recovered", False),
+            "backend_failures": result["backend_failures"],
+            "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
+                     f"artifacts/pass{run_pass.index}.stderr.log"]}
+
+
+def _add_overheads(passes: list[dict[str, Any]]) -> None:
+    """Each pass's target time over the timing pass's: what each profiler costs."""
+    reference = next((p["target_wall_time"] for p in passes
+                      if p["timing"] and p["status"] == "ok"), None)
+    for summary in passes:
+        own = summary["target_wall_time"]
+        usable = reference and own and summary["status"] == "ok"
+        summary["overhead"] = own / reference if usable else None
+
+
+def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
+        out: Path | None = None, timeout: float | None = None, isolate: bool = True,
+        options: dict[str, dict[str, Any]] | None = None,
+        observer: Observer | None = None, command: list[str] | None = None) -> Report:
+    """Profile `target` with the named backends (default: backends.DEFAULT)."""
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout}")
+    if timeout is not None and not isolate:
+        raise UsageError("a timeout needs isolate=True (each pass in a process of its own)")
+    selection = backends.select(list(backend_names) if backend_names else None)
+    target.validate()
+    if not selection.runnable:
+        raise UsageError("no requested backend can run here: " + "; ".join(
+            f"{name}: {why}" for name, why in selection.skipped.items()))
+    passes = plan_passes(selection.runnable)
+    run_dir = RunDirectory.create(out, target.label)
+
+    results, summaries, status = [], [], "complete"
+    for run_pass in passes:
+        if observer:
+            observer.pass_started(run_pass, len(passes))
+        spec = {"pass": run_pass.index, "backends": run_pass.backends,
+                "target": target.to_spec(), "options": options or {},
+                "artifacts_dir": str(run_dir.artifacts.resolve()),
+                "scratch_dir": str(run_dir.scratch.resolve()),
+                "result_path": str(
+                    (run_dir.scratch / f"pass{run_pass.index}.result.json").resolve())}
+        started = perf_counter()
+        ended = "exited"
+        if isolate:
+            result, return_code, ended = _run_worker(spec, run_dir, timeout)
+            if result is None:
+                result = _recover(spec, return_code)
+        else:
+            result = PassRun(spec, own_process=False).run()
+        if ended == "timeout":
+            result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
+                                     error=f"timed out after {timeout:g} s")
+        elif ended == "interrupted" or result["outcome"]["status"] == "interrupted":
+            result["outcome"].update(status="interrupted", exit_code=INTERRUPT_EXIT_CODE,
+                                     error="interrupted (Ctrl-C)")
+        summary = _pass_summary(run_pass, result, perf_counter() - started)
+        results.append(result)
+        summaries.append(summary)
+        if observer:
+            observer.pass_ended(run_pass, len(passes), summary)
+        if summary["status"] == "interrupted":
+            status = "interrupted"
+            break
+
+    _add_overheads(summaries)
+    failed = [s for s in summaries if s["exit_code"] != 0]
+    if failed and status == "complete":
+        status = "failed"
+    runtime = next((r["runtime"] for r in results if r["runtime"]), {})
+    meta = {
+        "format": FORMAT_VERSION,
+        "status": status,
+        "exit_code": failed[0]["exit_code"] if failed else 0,
+        "target": {**target.to_spec(), "command": shlex.join(target.command)},
+        "command": command or [],
+        "cwd": os.getcwd(),
+        "environment": {**environment.collect(), **runtime},
+        "passes": summaries,
+        "passes_not_run": [p.index for p in passes[len(summaries):]],
+        "skipped_backends": selection.skipped,
+        "artifacts": [a for r in results for a in r["artifacts"]],
+    }
+    rows = [row for result in results for row in result["rows"]]
+    report = Report.from_rows(rows, meta)
+    save(report, run_dir.work)
+    report.run_dir = run_dir.commit()
+    return report

@@ -1,0 +1,159 @@
+"""One pass: start its backends, run the target, stop and collect, however the target ended.
+
+The same code runs in a worker process (`profile_all.worker`) and in the caller's process
+(`pa.run(..., isolate=False)`). Its result is a plain dict (JSON in a worker), so the
+orchestrator treats both alike.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import profile_all
+from profile_all import backends, regions
+from profile_all.backends.base import Backend, PassContext, hears_regions
+from profile_all.targets import target_from_spec
+
+
+class Terminated(BaseException):
+    """Raised in the target when the process is asked to stop (SIGTERM, SIGHUP)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@dataclass
+class Outcome:
+    status: str  # ok, failed, raised, interrupted, terminated, os_exit
+    exit_code: int
+    error: str
+    target_wall_time: float
+
+
+def _exit_status(error: SystemExit) -> tuple[int, str]:
+    """What python does with sys.exit(code): None -> 0, int -> int, else print it and 1."""
+    if error.code is None:
+        return 0, ""
+    if isinstance(error.code, int):
+        return error.code, f"sys.exit({error.code})" if error.code else ""
+    print(error.code, file=sys.stderr)
+    return 1, f"sys.exit({error.code!r})"
+
+
+_OWN_FILES = (os.path.dirname(profile_all.__file__),
+              os.path.join(os.path.dirname(os.__file__), "runpy"))
+
+
+def _print_target_traceback(error: BaseException) -> None:
+    """The traceback python would print, without profile-all's and runpy's frames."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES):
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb)
+
+
+def run_target(spec: dict[str, Any], *, own_process: bool) -> Outcome:
+    target = target_from_spec(spec)
+    started = perf_counter()
+    try:
+        target.run(own_process=own_process)
+        status, code, message = "ok", 0, ""
+    except SystemExit as error:
+        code, message = _exit_status(error)
+        status = "ok" if code == 0 else "failed"
+    except KeyboardInterrupt as error:
+        _print_target_traceback(error)
+        status, code, message = "interrupted", 130, "interrupted (Ctrl-C)"
+    except Terminated as error:
+        name = signal.Signals(error.signum).name
+        status, code, message = "terminated", 128 + error.signum, f"terminated by {name}"
+    except BaseException as error:  # the target's own exception, reported as python would
+        _print_target_traceback(error)
+        status, code = "raised", 1
+        message = f"{type(error).__name__}: {error}".splitlines()[0]
+    return Outcome(status, code, message, perf_counter() - started)
+
+
+def _runtime_environment() -> dict[str, Any]:
+    """Facts only the target's process knows; torch is asked only if the target imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    facts: dict[str, Any] = {"torch": torch.__version__, "cuda_available": False}
+    try:
+        if torch.cuda.is_available():
+            facts["cuda_available"] = True
+            facts["cuda"] = torch.version.cuda
+            facts["gpus"] = [torch.cuda.get_device_name(index)
+                             for index in range(torch.cuda.device_count())]
+    except Exception as error:  # a broken driver must not lose the pass's rows
+        facts["cuda_error"] = str(error)
+    return facts
+
+
+class PassRun:
+    def __init__(self, spec: dict[str, Any], *, own_process: bool) -> None:
+        self.spec = spec
+        self.own_process = own_process
+        self.ctx = PassContext(
+            pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
+            scratch_dir=Path(spec["scratch_dir"]), rank=spec.get("rank", 0),
+            world_size=spec.get("world_size", 1))
+        self.failures: list[dict[str, str]] = []
+        self.started: list[Backend] = []
+        self._result: dict[str, Any] | None = None
+
+    def _guard(self, backend: str, phase: str, error: Exception) -> None:
+        self.failures.append({"backend": backend, "phase": phase,
+                              "error": f"{type(error).__name__}: {error}"})
+
+    def start(self) -> None:
+        options = self.spec.get("options", {})
+        for name in self.spec["backends"]:
+            try:
+                backend = backends.load(name)(options.get(name))
+                backend.start(self.ctx)
+            except Exception as error:
+                self._guard(name, "start", error)
+                continue
+            self.started.append(backend)
+        regions.listen([b for b in self.started if hears_regions(b)])
+
+    def finish(self, outcome: Outcome) -> dict[str, Any]:
+        """Stop and collect every started backend; safe to call twice (returns the first)."""
+        if self._result is not None:
+            return self._result
+        regions.listen(())
+        for backend in reversed(self.started):
+            try:
+                backend.stop(self.ctx)
+            except Exception as error:
+                self._guard(backend.name, "stop", error)
+        rows, artifacts = [], []
+        prefix = (self.ctx.pass_index, self.ctx.rank)
+        for backend in self.started:
+            try:
+                collected = backend.collect(self.ctx)
+            except Exception as error:
+                self._guard(backend.name, "collect", error)
+                continue
+            rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
+            artifacts += [artifact.to_dict() for artifact in collected.artifacts]
+        self._result = {
+            "pass": self.ctx.pass_index, "rank": self.ctx.rank, "backends": self.spec["backends"],
+            "outcome": asdict(outcome), "rows": rows, "artifacts": artifacts,
+            "backend_failures": self.failures, "runtime": _runtime_environment(),
+        }
+        return self._result
+
+    def run(self) -> dict[str, Any]:
+        self.start()
+        return self.finish(run_target(self.spec["target"], own_process=self.own_process))

@@ -1,0 +1,36 @@
+"""Live progress of a run in the terminal (Rich): pass k of n, its backends, elapsed time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from profile_all.plan import Pass
+from profile_all.report.tables import fmt_seconds
+
+
+class PassProgress:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress: Progress | None = None
+
+    def pass_started(self, run_pass: Pass, count: int) -> None:
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                  TimeElapsedColumn(), console=self.console, transient=True,
+                                  redirect_stdout=True, redirect_stderr=True)
+        self._progress.start()
+        self._progress.add_task(f"pass {run_pass.index}/{count}: {run_pass.label}", total=None)
+
+    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None:
+        if self._progress:
+            self._progress.stop()
+        ok = summary["status"] == "ok"
+        line = Text(f"{'✓' if ok else '✗'} pass {run_pass.index}/{count} {run_pass.label}: "
+                    f"{summary['status']}", style="green" if ok else "red")
+        line.append(f" in {fmt_seconds(summary['process_wall_time'])}", style="default")
+        if summary["error"]:
+            line.append(f" ({summary['error']})", style="default")
+        self.console.print(line)

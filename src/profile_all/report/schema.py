@@ -1,0 +1,30 @@
+"""The report's columns (DESIGN.md, "The report") and the helper that makes one row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Column order of `Report.frame`. `parent` is the path of the enclosing region
+#: ("train_step/forward"), empty for top-level regions and for every other scope.
+COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "stat", "value", "unit"]
+
+#: Columns a backend fills; the worker adds backend, pass and rank.
+MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
+
+SCOPES = ("run", "region", "step", "function", "operator", "kernel", "module", "line", "memory")
+
+UNIT_OF_METRIC = {
+    "wall_time": "s",
+    "cpu_time": "s",
+    "gpu_time": "s",
+    "self_time": "s",
+    "cumulative_time": "s",
+    "calls": "count",
+    "primitive_calls": "count",
+}
+
+
+def row(scope: str, name: str, metric: str, value: float, *, stat: str = "total",
+        parent: str = "", unit: str | None = None) -> list[Any]:
+    """One measured value, in the MEASURED column order, in SI base units."""
+    return [scope, name, parent, metric, stat, float(value), unit or UNIT_OF_METRIC[metric]]

@@ -1,0 +1,94 @@
+"""The report's tables as display strings, shared by the markdown and terminal renderers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from profile_all.report.report import Report
+
+_TIME_METRICS = ("wall_time", "gpu_time", "cpu_time")
+_SHOWN_STATS = {"wall_time": ("total", "mean", "median", "std", "p90"),
+                "gpu_time": ("total", "mean", "median", "std", "p90"),
+                "cpu_time": ("total",)}
+
+
+def fmt_seconds(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def fmt_count(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else f"{int(value):,}"
+
+
+def summary_table(report: Report) -> pd.DataFrame:
+    summary = report.summary()
+    if summary.empty:
+        return pd.DataFrame()
+    shown = pd.DataFrame({"scope": summary["scope"]})
+    shown["name"] = [f"{parent}/{name}" if parent else name
+                     for parent, name in zip(summary["parent"], summary["name"], strict=True)]
+    calls = [c for c in summary.columns if c.endswith(".calls.total")]
+    if calls:
+        shown["calls"] = summary[calls[0]].map(fmt_count)
+    for column in summary.columns[3:]:
+        backend, metric, stat = column.split(".")
+        if metric in _TIME_METRICS and stat in _SHOWN_STATS[metric]:
+            label = f"{stat}\n{backend}" if metric == "wall_time" else f"{metric} {stat}\n{backend}"
+            shown[label] = summary[column].map(fmt_seconds)
+    return shown
+
+
+def passes_table(report: Report) -> pd.DataFrame:
+    passes = report.passes()
+    shown = pd.DataFrame({
+        "pass": passes["pass"].astype(str),
+        "backends": passes["backends"],
+        "status": passes["status"],
+        "exit code": passes["exit_code"].astype(str),
+        "target time": passes["target_wall_time"].map(fmt_seconds),
+        "overhead": passes["overhead"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}x"),
+        "error": passes["error"],
+    })
+    return shown
+
+
+def functions_table(report: Report, top: int) -> pd.DataFrame:
+    functions = report.functions(top)
+    return pd.DataFrame({
+        "function": functions["name"],
+        "calls": functions["calls"].map(fmt_count),
+        "self": functions["self_time"].map(fmt_seconds),
+        "cumulative": functions["cumulative_time"].map(fmt_seconds),
+    })
+
+
+def open_commands(report: Report) -> list[tuple[str, str, str]]:
+    """(backend, native file, the command that opens it) for every native file of the run."""
+    run_dir = str(report.run_dir) if report.run_dir else "RUN"
+    return [(a["backend"], a["path"], a["open_command"].format(run_dir=run_dir))
+            for a in report.meta.get("artifacts", [])]
+
+
+def problems(report: Report) -> list[str]:
+    """Skipped backends, failed passes and failing backends, one sentence each."""
+    lines = [f"backend {name} skipped: {why}"
+             for name, why in report.meta.get("skipped_backends", {}).items()]
+    for summary in report.meta.get("passes", []):
+        if summary["status"] != "ok":
+            kept = "rows recovered from its journal" if summary.get("recovered") else \
+                "rows measured until then are kept"
+            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
+                         f"{summary['status']}: {summary['error']} ({kept})")
+        lines += [f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
+                  for f in summary.get("backend_failures", [])]
+    if report.meta.get("passes_not_run"):
+        lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
+    return lines

@@ -1,0 +1,1 @@
+VALUE = "imported from the script's folder"

@@ -1,0 +1,3 @@
+import helper_module
+
+print(helper_module.VALUE)

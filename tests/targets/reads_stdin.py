@@ -1,0 +1,3 @@
+import sys
+
+print("got:", sys.stdin.readline().strip())

@@ -1,0 +1,9 @@
+from conftest import profile_all
+
+
+def test_backends_lists_each_with_its_availability():
+    result = profile_all("backends")
+    assert result.returncode == 0, result.stderr
+    for name, kind in (("wallclock", "timer"), ("cprofile", "tracer")):
+        line = next(line for line in result.stdout.splitlines() if f" {name} " in line)
+        assert kind in line and "yes" in line

@@ -1,0 +1,109 @@
+"""Bad input: one clear line on stderr, exit code 2, no traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+
+def _refused(result, message: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines == [lines[0]] and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _nothing_written(cwd: Path) -> None:
+    assert not (cwd / "reports").exists() or not any((cwd / "reports").iterdir())
+
+
+@pytest.mark.parametrize("make_script, message", [
+    (lambda d: d / "missing.py", "script not found"),
+    (lambda d: d, "is a directory"),
+    (lambda d: _write(d / "broken.py", "def broken(:\n    pass\n"), "broken.py:1: syntax error"),
+])
+def test_bad_script(tmp_path, make_script, message):
+    script = make_script(tmp_path)
+    _refused(profile_all("run", script, cwd=tmp_path), message)
+    _nothing_written(tmp_path)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_unknown_backend_names_the_known_ones(tmp_path):
+    result = profile_all("run", TARGETS / "contract.py", "-b", "wallclok", cwd=tmp_path)
+    _refused(result, "unknown backend 'wallclok'; known backends: cprofile, wallclock")
+    _nothing_written(tmp_path)
+
+
+def test_output_folder_that_cannot_be_written(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    result = profile_all("run", TARGETS / "contract.py", "-o", tmp_path / "a_file" / "run",
+                         cwd=tmp_path)
+    _refused(result, "cannot write the output folder")
+    assert (tmp_path / "a_file").read_text() == ""
+
+
+def test_output_folder_that_is_not_empty_is_left_alone(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "mine.txt").write_text("keep me")
+    result = profile_all("run", TARGETS / "contract.py", "-o", tmp_path / "run")
+    _refused(result, "exists and is not empty")
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["mine.txt"]
+
+
+def test_negative_timeout(tmp_path):
+    result = profile_all("run", TARGETS / "contract.py", "--timeout", "-1", cwd=tmp_path)
+    _refused(result, "--timeout must be positive")
+    _nothing_written(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("good") / "run"
+    result = profile_all("run", TARGETS / "contract.py", "-o", run_dir)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def _damaged(good_run: Path, tmp_path: Path, damage) -> Path:
+    copy = tmp_path / "damaged"
+    shutil.copytree(good_run, copy)
+    damage(copy)
+    return copy
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: (d / "meta.json").unlink(), "no meta.json"),
+    (lambda d: (d / "meta.json").write_text("{not json"), "meta.json cannot be read"),
+    (lambda d: (d / "report.parquet").unlink(), "report.parquet is missing"),
+    (lambda d: (d / "report.parquet").write_bytes(b"PAR1 cut"), "report.parquet cannot be read"),
+    (lambda d: (d / "meta.json").write_text(json.dumps({"format": 99})), "newer profile-all"),
+])
+@pytest.mark.parametrize("verb", ["show", "view"])
+def test_unreadable_run_directory(good_run, tmp_path, damage, message, verb):
+    run_dir = _damaged(good_run, tmp_path, damage)
+    _refused(profile_all(verb, run_dir, "--no-browser") if verb == "view"
+             else profile_all(verb, run_dir), message)
+    with pytest.raises(pa.UsageError, match=message):
+        pa.load(run_dir)
+
+
+def test_show_and_view_of_a_missing_folder(tmp_path):
+    _refused(profile_all("show", tmp_path / "nope"), "no such folder")
+    _refused(profile_all("view", tmp_path / "nope", "--no-browser"), "no such folder")
+
+
+def test_view_of_a_run_without_cprofile(tmp_path):
+    result = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "-o", tmp_path / "r")
+    assert result.returncode == 0
+    _refused(profile_all("view", tmp_path / "r", "--no-browser"), "has no cProfile file")

@@ -1,0 +1,75 @@
+"""The bundled examples, run end to end as a new user would, and the report they give."""
+
+from __future__ import annotations
+
+import json
+import pstats
+
+import pandas as pd
+import pytest
+
+import profile_all as pa
+from conftest import EXAMPLES, profile_all
+from profile_all.report.schema import COLUMNS
+
+
+@pytest.fixture(scope="module")
+def mlp_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("mlp") / "run"
+    result = profile_all("run", EXAMPLES / "train_mlp.py", "-o", run_dir, "--", "--steps", "30")
+    assert result.returncode == 0, result.stderr
+    return run_dir, result
+
+
+def test_train_mlp_report_files(mlp_run):
+    run_dir, result = mlp_run
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "artifacts", "meta.json", "report.csv", "report.parquet", "summary.md"]
+    assert "step   29" in result.stdout  # the script's own output passed through
+    assert f"Report: {run_dir}" in result.stderr
+    frame = pd.read_parquet(run_dir / "report.parquet")
+    assert list(frame.columns) == COLUMNS
+    assert set(frame["backend"]) == {"wallclock", "cprofile"}
+    assert pd.read_csv(run_dir / "report.csv").shape == frame.shape
+    assert pstats.Stats(str(run_dir / "artifacts" / "cprofile.prof")).total_calls > 0
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["exit_code"] == 0
+    assert meta["environment"]["torch"].startswith("2.")
+    assert [p["backends"] for p in meta["passes"]] == [["wallclock"], ["cprofile"]]
+    assert meta["passes"][0]["overhead"] == 1.0 and meta["passes"][1]["overhead"] > 0
+
+
+def test_train_mlp_regions_keep_their_parents(mlp_run):
+    report = pa.load(mlp_run[0])
+    summary = report.summary()
+    regions = summary[summary["scope"] == "region"]
+    assert set(zip(regions["parent"], regions["name"], strict=True)) == {
+        ("", "train_step"), ("train_step", "data"), ("train_step", "forward"),
+        ("train_step", "backward"), ("train_step", "optimizer_step")}
+    assert (regions["wallclock.calls.total"] == 30).all()
+    steps = summary[summary["scope"] == "step"]
+    assert steps["wallclock.calls.total"].item() == 30
+    # the children's time fits inside the parent's
+    parent_total = regions.loc[regions["name"] == "train_step", "wallclock.wall_time.total"].item()
+    children = regions.loc[regions["parent"] == "train_step", "wallclock.wall_time.total"].sum()
+    assert 0 < children <= parent_total
+    for stat in ("mean", "median", "std", "min", "max", "p90"):
+        assert f"wallclock.wall_time.{stat}" in summary.columns
+    text = (mlp_run[0] / "summary.md").read_text()
+    assert "train_step/forward" in text and "Top 25 functions" in text
+
+
+def test_two_layer_net_with_wallclock_only(tmp_path):
+    result = profile_all("run", EXAMPLES / "two_layer_net.py", "-b", "wallclock",
+                         "-o", tmp_path / "run", "--", "--steps", "40")
+    assert result.returncode == 0, result.stderr
+    summary = pa.load(tmp_path / "run").summary()
+    calls = dict(zip(summary["name"], summary["wallclock.calls.total"], strict=True))
+    assert calls["forward"] == calls["backward"] == calls["update"] == calls["step"] == 40
+
+
+def test_show_prints_the_summary(mlp_run):
+    result = profile_all("show", mlp_run[0])
+    assert result.returncode == 0, result.stderr
+    assert "train_step/optimizer_step" in result.stdout
+    assert "Top 10 functions by self time" in result.stdout

@@ -1,0 +1,108 @@
+"""A failing target loses only what could not be measured; the exit code is the target's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+SCRIPT = TARGETS / "regions_then.py"
+
+
+def _region_calls(report: pa.Report, pass_index: int, name: str) -> float:
+    frame = report.frame
+    rows = frame[(frame["pass"] == pass_index) & (frame["name"] == name)
+                 & (frame["metric"] == "calls")]
+    return rows["value"].sum()
+
+
+def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa.Report:
+    report = pa.load(run_dir)
+    first = report.meta["passes"][0]
+    assert (first["status"], first["exit_code"]) == (status, exit_code)
+    assert error in first["error"]
+    assert report.meta["exit_code"] == exit_code
+    # the regions measured before the failure are in the report
+    assert _region_calls(report, 1, "work") == 3
+    assert _region_calls(report, 1, "last") == 1
+    assert error in (run_dir / "summary.md").read_text()
+    return report
+
+
+@pytest.mark.parametrize("how, status, exit_code, error", [
+    ("raise", "raised", 1, "RuntimeError: boom from the target"),
+    ("exit3", "failed", 3, "sys.exit(3)"),
+    ("os_exit5", "os_exit", 5, "os._exit(5)"),
+    ("sigterm", "terminated", 143, "terminated by SIGTERM"),
+    ("sigkill", "killed", 137, "killed by SIGKILL"),
+])
+def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error):
+    run_dir = tmp_path / "run"
+    result = profile_all("run", SCRIPT, "-o", run_dir, "--", how)
+    assert result.returncode == exit_code, result.stderr
+    report = _check_kept(run_dir, status=status, exit_code=exit_code, error=error)
+    # the other pass (cProfile) still ran, and wrote its file
+    second = report.meta["passes"][1]
+    assert second["backends"] == ["cprofile"]
+    assert second["exit_code"] == exit_code
+    if how == "sigkill":  # nothing can run in a SIGKILLed process; cProfile keeps no journal
+        assert second["recovered"]
+        assert not (report.frame["pass"] == 2).any()
+    else:
+        assert (run_dir / "artifacts" / "cprofile.prof").is_file()
+        assert report.functions()["calls"].sum() > 0
+    assert "finished" not in result.stdout
+    if how == "raise":  # the target's traceback, as python prints it
+        assert "RuntimeError: boom from the target" in result.stderr
+        assert "regions_then.py" in result.stderr
+
+
+def test_timeout_stops_each_pass_and_exits_124(tmp_path):
+    run_dir = tmp_path / "run"
+    result = profile_all("run", SCRIPT, "-o", run_dir, "--timeout", "3", "--", "sleep")
+    assert result.returncode == 124, result.stderr
+    report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 3 s")
+    assert [p["status"] for p in report.meta["passes"]] == ["timeout", "timeout"]
+    # the region the target was stuck in is there, timed until the stop: where it hung
+    assert _region_calls(report, 1, "sleeping") == 1
+    frame = report.frame
+    stuck = frame[(frame["pass"] == 1) & (frame["name"] == "sleeping")
+                  & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
+    assert 2.0 < stuck["value"].item() < 3.5
+    assert (run_dir / "artifacts" / "cprofile.prof").is_file()
+
+
+def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(tmp_path):
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "profile_all", "run", str(SCRIPT), "-o", str(run_dir), "--",
+         "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    deadline = time.monotonic() + 60
+    while process.stdout.readline().strip() != "ready":
+        assert time.monotonic() < deadline and process.poll() is None
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    report = _check_kept(run_dir, status="interrupted", exit_code=130,
+                         error="interrupted (Ctrl-C)")
+    assert report.meta["status"] == "interrupted"
+    assert report.meta["passes_not_run"] == [2]
+    assert "KeyboardInterrupt" in (run_dir / "artifacts" / "pass1.stderr.log").read_text()
+
+
+def test_in_process_failure_is_reported_not_raised(tmp_path):
+    report = pa.run(SCRIPT, ["exit3"], backends=["wallclock"], out=tmp_path / "run",
+                    isolate=False)
+    assert report.exit_code == 3
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["status"] == "failed"
+    assert _region_calls(report, 1, "work") == 3

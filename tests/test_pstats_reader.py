@@ -1,0 +1,41 @@
+"""The pstats reader on real files made by other projects (../shared/fixtures/pstats)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from profile_all.ingest import IngestError
+from profile_all.ingest.pstats_reader import read_pstats
+from profile_all.report.schema import MEASURED
+
+
+def test_reads_hatchets_recursive_profile(fixtures):
+    rows = pd.DataFrame(read_pstats(fixtures / "pstats" / "cprofile-cycle.pstats"),
+                        columns=MEASURED)
+    assert set(rows["scope"]) == {"function"}
+    totals = rows.groupby("metric")["value"].sum()
+    # the facts in shared/fixtures/README.md
+    assert rows["name"].nunique() == 9
+    assert totals["calls"] == 101_204_007
+    assert totals["primitive_calls"] == 1_004_007
+    assert totals["self_time"] == pytest.approx(23.045, abs=5e-4)
+    assert rows["name"].str.match(r"^(.+:\d+\(.+\)|\{.+\})$").all()
+
+
+def test_python2_pstats_is_refused_with_a_clear_message(fixtures, tmp_path):
+    copy = tmp_path / "py2.pstats"
+    shutil.copy(fixtures / "pstats" / "cprofile-cycle-py2.pstats", copy)
+    with pytest.raises(IngestError, match=r"py2.pstats: not a pstats file this Python can read "
+                                          r"\(bad marshal data.*Python 2's cannot be read"):
+        read_pstats(copy)
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(IngestError, match="no such file"):
+        read_pstats(tmp_path / "none.prof")
+    (tmp_path / "empty.prof").write_bytes(b"")
+    with pytest.raises(IngestError, match="not a pstats file"):
+        read_pstats(tmp_path / "empty.prof")

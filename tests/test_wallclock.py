@@ -1,0 +1,70 @@
+"""The wall-clock backend's statistics and its crash journal, on real sleeps."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+
+import profile_all as pa
+from profile_all import regions
+from profile_all.backends.base import PassContext
+from profile_all.backends.wallclock import WallClock
+from profile_all.report.schema import MEASURED
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    return PassContext(pass_index=1, artifacts_dir=tmp_path / "artifacts", scratch_dir=tmp_path)
+
+
+def _value(rows, scope, name, metric, stat):
+    frame = pd.DataFrame(rows, columns=MEASURED)
+    picked = frame[(frame["scope"] == scope) & (frame["name"] == name)
+                   & (frame["metric"] == metric) & (frame["stat"] == stat)]
+    return picked["value"].item()
+
+
+def test_region_and_step_statistics(ctx):
+    clock = WallClock()
+    clock.start(ctx)
+    regions.listen([clock])
+    try:
+        time.sleep(0.05)  # before the first region: not part of any step
+        for pause in (0.01, 0.02, 0.03):
+            with pa.region("sleep"):
+                time.sleep(pause)
+            pa.step()
+    finally:
+        regions.listen(())
+    clock.stop(ctx)
+    rows = clock.collect(ctx).rows
+    assert _value(rows, "region", "sleep", "calls", "total") == 3
+    assert _value(rows, "region", "sleep", "wall_time", "total") == pytest.approx(0.06, abs=0.015)
+    assert _value(rows, "region", "sleep", "wall_time", "min") == pytest.approx(0.01, abs=0.005)
+    assert _value(rows, "region", "sleep", "wall_time", "median") == pytest.approx(0.02, abs=0.005)
+    assert _value(rows, "region", "sleep", "wall_time", "std") == pytest.approx(0.01, abs=0.003)
+    assert _value(rows, "region", "sleep", "cpu_time", "total") < 0.03  # sleeping is not CPU
+    assert _value(rows, "step", "step", "calls", "total") == 3
+    assert _value(rows, "step", "step", "wall_time", "max") < 0.045
+    assert _value(rows, "run", "run", "wall_time", "total") >= 0.11
+    assert not list(ctx.scratch_dir.glob("*.jsonl"))
+
+
+def test_journal_recovers_what_a_killed_process_measured(ctx):
+    clock = WallClock()
+    clock.start(ctx)
+    regions.listen([clock])
+    try:
+        with pa.region("outer"), pa.region("inner"):
+            time.sleep(0.25)  # longer than the flush interval: journaled on exit
+    finally:
+        regions.listen(())
+    # the process "dies" here: no stop, no collect
+    rows = WallClock.recover(ctx).rows
+    assert _value(rows, "region", "inner", "calls", "total") == 1
+    assert _value(rows, "region", "inner", "wall_time", "total") >= 0.25
+    frame = pd.DataFrame(rows, columns=MEASURED)
+    assert set(frame.loc[frame["name"] == "inner", "parent"]) == {"outer"}
