@@ -30,6 +30,8 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
     first = report.meta["passes"][0]
     assert (first["status"], first["exit_code"]) == (status, exit_code)
     assert error in first["error"]
+    if status != "killed":  # the target's own time, up to its end
+        assert first["target_wall_time"] > 0.28
     assert report.meta["exit_code"] == exit_code
     # the regions measured before the failure are in the report
     assert _region_calls(report, 1, "work") == 3

@@ -126,6 +126,7 @@ class PassRun:
                 continue
             self.started.append(backend)
         regions.listen([b for b in self.started if hears_regions(b)])
+        self.target_started = perf_counter()
 
     def finish(self, outcome: Outcome) -> dict[str, Any]:
         """Stop and collect every started backend; safe to call twice (returns the first)."""

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -51,7 +52,8 @@ def main(argv: list[str]) -> int:
 
     def exit_now(code: int) -> None:
         if os.getpid() == _WORKER_PID:
-            outcome = Outcome("os_exit", code, f"os._exit({code})", float("nan"))
+            outcome = Outcome("os_exit", code, f"os._exit({code})",
+                              perf_counter() - pass_run.target_started)
             _write_result(result_path, pass_run.finish(outcome))
             sys.stdout.flush()
             sys.stderr.flush()
