@@ -13,7 +13,10 @@ import profile_all as pa
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=400)
+parser.add_argument("--threads", type=int, default=1,
+                    help="torch threads; 1 leaves a core to the profiler's own process")
 args = parser.parse_args()
+torch.set_num_threads(args.threads)
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))

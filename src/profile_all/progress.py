@@ -20,6 +20,7 @@ class PassProgress:
     def pass_started(self, run_pass: Pass, count: int) -> None:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                   TimeElapsedColumn(), console=self.console, transient=True,
+                                  refresh_per_second=4,
                                   redirect_stdout=True, redirect_stderr=True)
         self._progress.start()
         self._progress.add_task(f"pass {run_pass.index}/{count}: {run_pass.label}", total=None)
