@@ -73,7 +73,7 @@ class Region:
                           [listener.enter(name, parent) for listener in listeners]))
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         if not _listeners or self.name is None:
             return
         try:
@@ -115,11 +115,12 @@ def region(name: str | Callable | None = None) -> Any:
 
     As a bare decorator the region is named after the function's qualified name.
     """
+    marker = _cache.get(name)  # first: the hot path is a name seen before
+    if marker is not None:
+        return marker
     if callable(name):
         return _decorate(name, name.__qualname__)
-    marker = _cache.get(name)
-    if marker is None:
-        marker = _cache[name] = Region(name)
+    marker = _cache[name] = Region(name)
     return marker
 
 
