@@ -54,6 +54,18 @@ def run(
         help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
     region_cpu_time: Annotated[bool, typer.Option(
         help="measure CPU time per region and step (one system call per boundary)")] = True,
+    record_shapes: Annotated[bool, typer.Option(
+        help="torch-profiler: record operator input shapes")] = False,
+    profile_memory: Annotated[bool, typer.Option(
+        help="torch-profiler: record tensor allocations")] = False,
+    with_flops: Annotated[bool, typer.Option(
+        help="torch-profiler: estimate FLOPs of matmul and conv operators")] = False,
+    with_stack: Annotated[bool, typer.Option(
+        help="torch-profiler: record Python stacks")] = False,
+    torch_schedule: Annotated[str | None, typer.Option(
+        metavar="WAIT,WARMUP,ACTIVE",
+        help="torch-profiler: skip WAIT steps, warm up WARMUP, record ACTIVE (by pa.step())")]
+    = None,
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     from profile_all import orchestrator
@@ -61,12 +73,43 @@ def run(
     from profile_all.report import terminal
     from profile_all.targets import ScriptTarget
 
+    torch_options: dict[str, Any] = {
+        "record_shapes": record_shapes, "profile_memory": profile_memory,
+        "with_flops": with_flops, "with_stack": with_stack}
+    if torch_schedule:
+        torch_options["schedule"] = _schedule(torch_schedule)
     report = orchestrator.run(
         ScriptTarget(script, script_args or []), backend_names=backend, out=out,
-        timeout=timeout, options={"wallclock": {"cpu_time": region_cpu_time}},
-        observer=PassProgress(err_console), command=sys.argv)
+        timeout=timeout, observer=PassProgress(err_console), command=sys.argv,
+        options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options})
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
+
+
+def _schedule(text: str) -> dict[str, int]:
+    try:
+        wait, warmup, active = (int(part) for part in text.split(","))
+    except ValueError:
+        raise UsageError(f"--torch-schedule wants WAIT,WARMUP,ACTIVE (three integers), "
+                         f"got {text!r}") from None
+    if min(wait, warmup) < 0 or active < 1:
+        raise UsageError(f"--torch-schedule: WAIT and WARMUP >= 0 and ACTIVE >= 1, got {text!r}")
+    return {"wait": wait, "warmup": warmup, "active": active}
+
+
+@app.command()
+@_one_line_errors
+def ingest(
+    files: Annotated[list[Path], typer.Argument(
+        help="chrome traces (.json, .json.gz), pstats files (.prof), nsys sqlite exports")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the run directory [default: reports/<timestamp>-ingest]")] = None,
+) -> None:
+    """Build a report from profiler files that already exist, a rank column per trace."""
+    from profile_all.importer import ingest as ingest_files
+    from profile_all.report import terminal
+
+    terminal.render(ingest_files(files, out, command=sys.argv), err_console)
 
 
 @app.command("backends")

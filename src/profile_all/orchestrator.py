@@ -164,6 +164,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
         raise UsageError("no requested backend can run here: " + "; ".join(
             f"{name}: {why}" for name, why in selection.skipped.items()))
     passes = plan_passes(selection.runnable)
+    preimport = sorted({module for cls in selection.runnable for module in cls.imports})
     run_dir = RunDirectory.create(out, target.label)
 
     results, summaries, status = [], [], "complete"
@@ -171,7 +172,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
         if observer:
             observer.pass_started(run_pass, len(passes))
         spec = {"pass": run_pass.index, "backends": run_pass.backends,
-                "target": target.to_spec(), "options": options or {},
+                "target": target.to_spec(), "options": options or {}, "preimport": preimport,
                 "artifacts_dir": str(run_dir.artifacts.resolve()),
                 "scratch_dir": str(run_dir.scratch.resolve()),
                 "result_path": str(
@@ -215,6 +216,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
         "passes": summaries,
         "passes_not_run": [p.index for p in passes[len(summaries):]],
         "skipped_backends": selection.skipped,
+        "preimported": preimport,
         "artifacts": [a for r in results for a in r["artifacts"]],
     }
     rows = [row for result in results for row in result["rows"]]

@@ -7,6 +7,7 @@ orchestrator treats both alike.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -116,6 +117,8 @@ class PassRun:
                               "error": f"{type(error).__name__}: {error}"})
 
     def start(self) -> None:
+        for module in self.spec.get("preimport", []):
+            importlib.import_module(module)
         options = self.spec.get("options", {})
         for name in self.spec["backends"]:
             try:

@@ -16,10 +16,12 @@ __all__ = ["Artifact", "Backend", "Collected", "PassContext", "Selection", "know
 BUILTIN = {
     "wallclock": "profile_all.backends.wallclock:WallClock",
     "cprofile": "profile_all.backends.cprofile:CProfile",
+    "torch-profiler": "profile_all.backends.torch_profiler:TorchProfiler",
 }
 
-#: what runs when the user names no backend
-DEFAULT = ("wallclock", "cprofile")
+#: what runs when the user names no backend (those that cannot run here are skipped, and
+#: the report says why)
+DEFAULT = ("wallclock", "cprofile", "torch-profiler")
 
 ENTRY_POINT_GROUP = "profile_all.backends"
 

@@ -61,6 +61,9 @@ class Backend:
     measures: ClassVar[str] = ""
     #: the native file it writes and the viewer that opens it, for `profile-all backends`
     native_file: ClassVar[str] = ""
+    #: modules its start() imports; every pass of a run imports them before the target's
+    #: clock starts, so that no pass's target time holds an import the others' do not
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})

@@ -8,6 +8,7 @@ from profile_all.report import tables
 from profile_all.report.report import Report
 
 TOP_FUNCTIONS = 25
+TOP_OPERATORS = 25
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -34,6 +35,12 @@ def render(report: Report) -> str:
     if not functions.empty:
         out += [f"## Top {TOP_FUNCTIONS} functions by self time (cProfile)", "",
                 _table(functions), ""]
+    operators = tables.operators_table(report, TOP_OPERATORS)
+    if not operators.empty:
+        out += [f"## Top {TOP_OPERATORS} operators (torch.profiler)", "", _table(operators), ""]
+    kernels = tables.kernels_table(report, TOP_OPERATORS)
+    if not kernels.empty:
+        out += [f"## Top {TOP_OPERATORS} kernels by device time", "", _table(kernels), ""]
     commands = tables.open_commands(report)
     if commands:
         out += ["## Native files", "",

@@ -1,7 +1,7 @@
 """The Report: one long, tidy DataFrame (`frame`, a row per measured value) and `meta`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
-`passes()`.
+`operators()`, `kernels()`, `passes()`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ FORMAT_VERSION = 1
 
 _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
+_OPERATOR_METRICS = ["calls", "cpu_time", "self_time", "gpu_time", "self_gpu_time", "flops"]
 
 
 class Report:
@@ -53,16 +54,33 @@ class Report:
         table = table.sort_values(["_order", "_path"], kind="stable")
         return table.drop(columns=["_order", "_path"]).reset_index(drop=True)
 
-    def functions(self, top: int | None = None) -> pd.DataFrame:
-        """A row per function (cProfile), most self time first."""
-        rows = self.frame[self.frame["scope"] == "function"]
+    def _table(self, scope: str, metrics: list[str], sort_by: str,
+               top: int | None) -> pd.DataFrame:
+        """A row per name of `scope` (summed over passes and ranks), largest `sort_by` first."""
+        rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")]
         if rows.empty:
-            return pd.DataFrame(columns=["name", *_FUNCTION_METRICS])
+            return pd.DataFrame(columns=["name", *metrics])
         table = rows.pivot_table(index="name", columns="metric", values="value",
-                                 aggfunc="sum").reindex(columns=_FUNCTION_METRICS)
-        table = table.sort_values("self_time", ascending=False).reset_index()
+                                 aggfunc="sum", sort=False)
+        table = table.reindex(columns=[m for m in metrics if m in table.columns])
+        table = table.sort_values(sort_by, ascending=False).reset_index()
         table.columns.name = None
         return table.head(top) if top else table
+
+    def functions(self, top: int | None = None) -> pd.DataFrame:
+        """A row per Python function (cProfile), most self time first."""
+        return self._table("function", _FUNCTION_METRICS, "self_time", top)
+
+    def operators(self, top: int | None = None) -> pd.DataFrame:
+        """A row per operator (torch.profiler): host times, device times (s), FLOPs."""
+        table = self._table("operator", _OPERATOR_METRICS, "self_time", top)
+        if "gpu_time" in table.columns and table["gpu_time"].sum() > 0:
+            table = table.sort_values("self_gpu_time", ascending=False, ignore_index=True)
+        return table
+
+    def kernels(self, top: int | None = None) -> pd.DataFrame:
+        """A row per GPU kernel (torch.profiler or nsys), most device time first."""
+        return self._table("kernel", ["calls", "gpu_time"], "gpu_time", top)
 
     def passes(self) -> pd.DataFrame:
         """A row per pass: its backends, how it ended, its time and its overhead."""

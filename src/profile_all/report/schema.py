@@ -11,7 +11,8 @@ COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "stat
 #: Columns a backend fills; the worker adds backend, pass and rank.
 MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 
-SCOPES = ("run", "region", "step", "function", "operator", "kernel", "module", "line", "memory")
+SCOPES = ("run", "region", "step", "function", "operator", "operator_shape", "kernel", "module",
+          "line", "memory")
 
 UNIT_OF_METRIC = {
     "wall_time": "s",
@@ -19,8 +20,11 @@ UNIT_OF_METRIC = {
     "gpu_time": "s",
     "self_time": "s",
     "cumulative_time": "s",
+    "self_gpu_time": "s",
     "calls": "count",
     "primitive_calls": "count",
+    "events": "count",
+    "flops": "FLOP",
 }
 
 

@@ -38,9 +38,14 @@ def summary_table(report: Report) -> pd.DataFrame:
     calls = [c for c in summary.columns if c.endswith(".calls.total")]
     if calls:
         shown["calls"] = summary[calls[0]].map(fmt_count)
+    first_backend = summary.columns[3].split(".")[0] if len(summary.columns) > 3 else ""
     for column in summary.columns[3:]:
         backend, metric, stat = column.split(".")
-        if metric in _TIME_METRICS and stat in _SHOWN_STATS[metric]:
+        # the full spread for the first backend; total and mean for the others
+        if metric not in _TIME_METRICS:
+            continue
+        full = backend == first_backend or metric == "cpu_time"
+        if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
             label = f"{stat}\n{backend}" if metric == "wall_time" else f"{metric} {stat}\n{backend}"
             shown[label] = summary[column].map(fmt_seconds)
     return shown
@@ -67,6 +72,28 @@ def functions_table(report: Report, top: int) -> pd.DataFrame:
         "calls": functions["calls"].map(fmt_count),
         "self": functions["self_time"].map(fmt_seconds),
         "cumulative": functions["cumulative_time"].map(fmt_seconds),
+    })
+
+
+def operators_table(report: Report, top: int) -> pd.DataFrame:
+    operators = report.operators(top)
+    shown = pd.DataFrame({"operator": operators["name"],
+                          "calls": operators["calls"].map(fmt_count)})
+    for metric, label in (("cpu_time", "CPU total"), ("self_time", "CPU self"),
+                          ("gpu_time", "device total"), ("self_gpu_time", "device self")):
+        if metric in operators.columns:
+            shown[label] = operators[metric].map(fmt_seconds)
+    if "flops" in operators.columns:
+        shown["GFLOP"] = operators["flops"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.3g}")
+    return shown
+
+
+def kernels_table(report: Report, top: int) -> pd.DataFrame:
+    kernels = report.kernels(top)
+    return pd.DataFrame({
+        "kernel": kernels["name"],
+        "calls": kernels["calls"].map(fmt_count),
+        "device time": kernels["gpu_time"].map(fmt_seconds),
     })
 
 

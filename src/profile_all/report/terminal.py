@@ -11,12 +11,16 @@ from profile_all.report import tables
 from profile_all.report.report import Report
 
 TOP_FUNCTIONS = 10
+_NAME_COLUMNS = {"function", "operator", "kernel"}
 
 
 def _rich_table(title: str, frame: pd.DataFrame) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in frame.columns:
-        table.add_column(str(column), overflow="fold")
+    for position, column in enumerate(frame.columns):
+        if position == 0 and str(column) in _NAME_COLUMNS:  # kernel names run to pages
+            table.add_column(str(column), overflow="ellipsis", no_wrap=True, max_width=90)
+        else:
+            table.add_column(str(column), overflow="fold")
     for values in frame.itertuples(index=False):
         table.add_row(*(str(v) for v in values))
     return table
@@ -30,6 +34,12 @@ def render(report: Report, console: Console) -> None:
     functions = tables.functions_table(report, TOP_FUNCTIONS)
     if not functions.empty:
         console.print(_rich_table(f"Top {TOP_FUNCTIONS} functions by self time", functions))
+    operators = tables.operators_table(report, TOP_FUNCTIONS)
+    if not operators.empty:
+        console.print(_rich_table(f"Top {TOP_FUNCTIONS} operators", operators))
+    kernels = tables.kernels_table(report, TOP_FUNCTIONS)
+    if not kernels.empty:
+        console.print(_rich_table(f"Top {TOP_FUNCTIONS} kernels by device time", kernels))
     for line in tables.problems(report):
         console.print(Text(line, style="yellow"))
     if report.run_dir:

@@ -1,0 +1,111 @@
+"""torch-profiler (tracer): torch.profiler over the whole target, CUDA activity when present.
+
+Writes `artifacts/torch_trace.json.gz` (Perfetto, TensorBoard's trace viewer, HTA, and
+`chrome://tracing` open it). Its rows come from that file through the chrome-trace reader,
+never from `key_averages()` (80 s and 4.9 GB for a 570,000-event profile on 2 cores).
+
+Regions become `record_function` ranges, so they show in the trace and as region rows;
+`pa.step()` is `prof.step()`, which drives the optional schedule (wait, warmup, active).
+
+torch.profiler allows one session per process: a target that opens its own ends ours
+when it closes, and exporting our session after that crashes the process (seen with
+torch 2.13). So `stop` checks that our session is still the running one, and when it is
+not, nothing is exported and the collision is reported as this backend's failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.errors import ProfileAllError
+
+OPTION_NAMES = ("record_shapes", "profile_memory", "with_flops", "with_stack")
+
+
+class SessionCollision(ProfileAllError):
+    pass
+
+
+class TorchProfiler(Backend):
+    name = "torch-profiler"
+    kind = "tracer"
+    measures = ("operators (calls, self and total CPU time, device time, FLOPs, input shapes), "
+                "kernels, regions")
+    native_file = "torch_trace.json.gz (Perfetto, TensorBoard, HTA)"
+    imports = ("torch",)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if importlib.util.find_spec("torch") is None:
+            return False, "torch is not installed"
+        return True, ""
+
+    def start(self, ctx: PassContext) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        self._torch = torch
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        steps = self.options.get("schedule")  # {"wait": w, "warmup": u, "active": a}
+        self._scheduled = bool(steps)
+        self._path = ctx.artifact_path("torch_trace.json.gz")
+        self._exported = False
+        self._collision: str | None = None
+        self._profile = profile(
+            activities=activities,
+            schedule=schedule(**steps, repeat=1) if steps else None,
+            on_trace_ready=self._export if steps else None,
+            **{option: bool(self.options.get(option, False)) for option in OPTION_NAMES})
+        self._profile.start()
+
+    def enter(self, name: str, parent: str) -> Any:
+        marker = self._torch.autograd.profiler.record_function(name)
+        marker.__enter__()
+        return marker
+
+    def exit(self, name: str, parent: str, token: Any) -> None:
+        token.__exit__(None, None, None)
+
+    def step(self) -> None:
+        self._profile.step()
+
+    def _export(self, profile: Any) -> None:
+        tmp = self._path.with_name(f".{os.getpid()}.{self._path.name}")  # ends .gz: gzipped
+        profile.export_chrome_trace(str(tmp))
+        os.replace(tmp, self._path)
+        self._exported = True
+
+    def stop(self, ctx: PassContext) -> None:
+        from torch.profiler import ProfilerAction
+
+        recording = not self._scheduled or self._profile.current_action in (
+            ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        if recording and not self._torch.autograd.profiler._is_profiler_enabled:
+            self._collision = (
+                "the target opened its own torch.profiler session, which ended profile-all's "
+                "(one session per process); no trace was exported. Profile it without its own "
+                "profiler, or leave out -b torch-profiler")
+            return
+        self._profile.stop()
+        if not self._scheduled:
+            self._export(self._profile)
+
+    def collect(self, ctx: PassContext) -> Collected:
+        if self._collision:
+            raise SessionCollision(self._collision)
+        if not self._exported:
+            raise ProfileAllError("the schedule's active steps never ran (fewer pa.step() "
+                                  "calls than wait + warmup + active): no trace")
+        from profile_all.ingest.chrome_trace import load
+        from profile_all.ingest.trace_analysis import trace_rows
+
+        artifact = Artifact(self.name, str(self._path.relative_to(ctx.artifacts_dir.parent)),
+                            "Perfetto (ui.perfetto.dev), TensorBoard, HTA",
+                            "open https://ui.perfetto.dev and load {run_dir}/"
+                            + str(self._path.relative_to(ctx.artifacts_dir.parent)))
+        return Collected(trace_rows(load(self._path)), [artifact])
