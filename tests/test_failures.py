@@ -16,6 +16,7 @@ import profile_all as pa
 from conftest import TARGETS, profile_all
 
 SCRIPT = TARGETS / "regions_then.py"
+BACKENDS = ["-b", "wallclock", "-b", "cprofile"]  # a timing pass and a tracer pass
 
 
 def _region_calls(report: pa.Report, pass_index: int, name: str) -> float:
@@ -49,7 +50,7 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
 ])
 def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error):
     run_dir = tmp_path / "run"
-    result = profile_all("run", SCRIPT, "-o", run_dir, "--", how)
+    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", how)
     assert result.returncode == exit_code, result.stderr
     report = _check_kept(run_dir, status=status, exit_code=exit_code, error=error)
     # the other pass (cProfile) still ran, and wrote its file
@@ -70,7 +71,7 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
 
 def test_timeout_stops_each_pass_and_exits_124(tmp_path):
     run_dir = tmp_path / "run"
-    result = profile_all("run", SCRIPT, "-o", run_dir, "--timeout", "3", "--", "sleep")
+    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "3", "--", "sleep")
     assert result.returncode == 124, result.stderr
     report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 3 s")
     assert [p["status"] for p in report.meta["passes"]] == ["timeout", "timeout"]
@@ -86,8 +87,8 @@ def test_timeout_stops_each_pass_and_exits_124(tmp_path):
 def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(tmp_path):
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "profile_all", "run", str(SCRIPT), "-o", str(run_dir), "--",
-         "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "profile_all", "run", str(SCRIPT), *BACKENDS, "-o", str(run_dir),
+         "--", "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
     deadline = time.monotonic() + 60
     while process.stdout.readline().strip() != "ready":

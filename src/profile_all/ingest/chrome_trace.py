@@ -135,14 +135,36 @@ class _Collector:
             args = event.get("args") or {}
             if kind == "op":
                 dims = args.get("Input Dims")
-                columns.ops.append((name, pid, tid, ts, dur, _external_id(args),
-                                    args.get("FLOPs", 0), str(dims) if dims else None))
+                flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
+                columns.ops.append((name, pid, tid, ts, dur, _external_id(args), flops,
+                                    str(dims) if dims else None))
             elif kind == "annotation":
                 columns.annotations.append((name, pid, tid, ts, dur))
             elif kind == "gpu_annotation":
                 columns.gpu_annotations.append((name, dur))
             else:
                 columns.device.append((name, kind, dur, _external_id(args)))
+
+
+#: matrix products whose FLOPs the shapes give: operator -> positions of its two matrices
+MATMUL_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
+                   "aten::baddbmm": (1, 2)}
+
+
+def matmul_flops(name: str, dims: list) -> int:
+    """FLOPs of a matrix product from its input shapes, as torch's with_flops counts them
+    (2 x batch x M x K x N): traces of recent torch carry the shapes but not the count.
+    Other operators get 0 (not derived)."""
+    operands = MATMUL_OPERANDS.get(name)
+    if operands is None:
+        return 0
+    try:
+        first, second = dims[operands[0]], dims[operands[1]]
+        *batch, m, k = first
+        n = second[-1]
+        return 2 * (batch[0] if batch else 1) * m * k * n
+    except (ValueError, TypeError, IndexError):
+        return 0
 
 
 def _external_id(args: dict) -> int:

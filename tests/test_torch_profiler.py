@@ -1,0 +1,86 @@
+"""The torch-profiler backend in a real run: trace, rows from the trace, regions, schedule."""
+
+from __future__ import annotations
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+from profile_all.ingest import chrome_trace
+
+
+def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
+    picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
+                   & (frame["name"] == name) & (frame["metric"] == metric)
+                   & (frame["stat"] == stat)]
+    return picked["value"].item()
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("torch") / "run"
+    result = profile_all("run", TARGETS / "torch_regions.py", "-b", "wallclock",
+                         "-b", "torch-profiler", "--record-shapes", "--with-flops", "-o", run_dir)
+    assert result.returncode == 0, result.stderr
+    return run_dir, pa.load(run_dir)
+
+
+def test_trace_is_written_and_rows_come_from_it(traced):
+    run_dir, report = traced
+    trace_path = run_dir / "artifacts" / "torch_trace.json.gz"
+    trace = chrome_trace.load(trace_path)  # a gzip chrome trace that Perfetto and HTA open
+    assert len(trace.columns.ops) > 50
+    frame = report.frame
+    assert _value(frame, "operator", "aten::addmm", "calls") == 12  # 2 Linear x 6 steps
+    # 2 x M x K x N per call, from the recorded shapes: 6 x (16x32x64 + 16x64x4) x 2
+    assert _value(frame, "operator", "aten::addmm", "flops") == 6 * 2 * (16 * 32 * 64 + 16 * 64 * 4)
+    assert _value(frame, "operator", "aten::addmm", "self_time") > 0
+    shapes = frame[(frame["scope"] == "operator_shape") & (frame["metric"] == "calls")]
+    assert "aten::addmm [[64], [16, 32], [32, 64], [], []]" in set(shapes["name"])  # bias first
+    assert any(a["path"] == "artifacts/torch_trace.json.gz" for a in report.meta["artifacts"])
+    assert report.meta["preimported"] == ["torch"]
+
+
+def test_regions_are_record_functions_beside_the_wallclock(traced):
+    _run_dir, report = traced
+    frame = report.frame
+    for backend in ("wallclock", "torch-profiler"):
+        assert _value(frame, "region", "forward", "calls", backend=backend) == 6
+    forward = frame[(frame["name"] == "forward") & (frame["scope"] == "region")]
+    assert set(forward["parent"]) == {"train_step"}
+    summary = report.summary()
+    assert {"wallclock.wall_time.mean", "torch-profiler.wall_time.mean"} <= set(summary.columns)
+    operators = report.operators()
+    assert operators["self_time"].is_monotonic_decreasing
+    assert "aten::addmm" in set(operators["name"])
+
+
+def test_schedule_records_only_the_active_steps(tmp_path):
+    report = pa.run(TARGETS / "torch_regions.py", backends=["torch-profiler"],
+                    out=tmp_path / "run",
+                    options={"torch-profiler": {"schedule": {"wait": 1, "warmup": 1,
+                                                             "active": 2}}})
+    assert report.exit_code == 0
+    frame = report.frame
+    assert _value(frame, "step", "ProfilerStep", "calls") == 2
+    assert _value(frame, "region", "forward", "calls") == 2
+
+
+def test_target_with_its_own_profiler_is_reported_not_crashed(tmp_path):
+    result = profile_all("run", TARGETS / "own_profiler.py", "-b", "wallclock",
+                         "-b", "torch-profiler", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("own profiler events: True total: 100.0") == 2  # both passes
+    report = pa.load(tmp_path / "run")
+    failures = report.meta["passes"][1]["backend_failures"]
+    assert failures[0]["backend"] == "torch-profiler"
+    assert "opened its own torch.profiler session" in failures[0]["error"]
+    assert "opened its own torch.profiler session" in (tmp_path / "run" / "summary.md").read_text()
+    assert (report.frame["backend"] == "wallclock").any()  # the other pass is unaffected
+
+
+def test_bad_schedule_is_refused(tmp_path):
+    result = profile_all("run", TARGETS / "torch_regions.py", "--torch-schedule", "1,x",
+                         cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--torch-schedule wants WAIT,WARMUP,ACTIVE" in result.stderr
