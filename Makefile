@@ -27,9 +27,9 @@ test: install
 	$(BIN)/python -m pytest
 
 bench: install
-	$(BIN)/python -m pip install -e ".[test,bench]"
 	$(BIN)/python scripts/bench/region_overhead.py
 	$(BIN)/python scripts/bench/timing_distortion.py
+	$(BIN)/python scripts/bench/trace_ingest.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

@@ -13,7 +13,8 @@ from conftest import TARGETS
 
 @pytest.mark.parametrize("isolate", [True, False])
 def test_run_and_load_round_trip(tmp_path, isolate):
-    report = pa.run(TARGETS / "regions_then.py", ["ok"], out=tmp_path / "run", isolate=isolate)
+    report = pa.run(TARGETS / "regions_then.py", ["ok"], backends=["wallclock", "cprofile"],
+                    out=tmp_path / "run", isolate=isolate)
     assert report.exit_code == 0
     assert report.run_dir == tmp_path / "run"
     loaded = pa.load(tmp_path / "run")

@@ -66,6 +66,10 @@ def run(
         metavar="WAIT,WARMUP,ACTIVE",
         help="torch-profiler: skip WAIT steps, warm up WARMUP, record ACTIVE (by pa.step())")]
     = None,
+    warmup_steps: Annotated[int, typer.Option(
+        min=0, help="cuda-events: leave the first N steps out (said so in the report)")] = 0,
+    nvtx_modules: Annotated[bool, typer.Option(
+        help="nsys: an NVTX range per nn.Module forward too")] = False,
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     from profile_all import orchestrator
@@ -81,7 +85,9 @@ def run(
     report = orchestrator.run(
         ScriptTarget(script, script_args or []), backend_names=backend, out=out,
         timeout=timeout, observer=PassProgress(err_console), command=sys.argv,
-        options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options})
+        options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
+                 "cuda-events": {"warmup_steps": warmup_steps},
+                 "nsys": {"module_ranges": nvtx_modules}})
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
 

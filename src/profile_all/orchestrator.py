@@ -79,6 +79,33 @@ def _stop(process: subprocess.Popen, signum: int) -> None:
         process.wait()
 
 
+def _context(spec: dict[str, Any]) -> PassContext:
+    return PassContext(pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
+                       scratch_dir=Path(spec["scratch_dir"]))
+
+
+def _wrappers(spec: dict[str, Any]) -> list[Any]:
+    """The pass's backends that launch its process themselves (nsys)."""
+    options = spec.get("options", {})
+    classes = [backends.load(name) for name in spec["backends"]]
+    return [cls(options.get(cls.name)) for cls in classes if hasattr(cls, "wrap")]
+
+
+def _finish_wrappers(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    """Rows of wrapper backends, made once their process has ended."""
+    ctx = _context(spec)
+    for wrapper in _wrappers(spec):
+        try:
+            collected = wrapper.finish(ctx)
+        except Exception as error:
+            result["backend_failures"].append({"backend": wrapper.name, "phase": "finish",
+                                               "error": f"{type(error).__name__}: {error}"})
+            continue
+        result["rows"] += [[wrapper.name, spec["pass"], 0, *measured]
+                           for measured in collected.rows]
+        result["artifacts"] += [artifact.to_dict() for artifact in collected.artifacts]
+
+
 def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
                 timeout: float | None) -> tuple[dict[str, Any] | None, int, str]:
     """Run one pass in a worker; (its result or None, its return code, how it ended)."""
@@ -86,9 +113,11 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(orjson.dumps(spec))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    argv = [sys.executable, "-m", "profile_all.worker", str(spec_path)]
+    for wrapper in _wrappers(spec):
+        argv = wrapper.wrap(argv, _context(spec))
     process = subprocess.Popen(
-        [sys.executable, "-m", "profile_all.worker", str(spec_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
     tees = [_Tee(process.stdout, "stdout", run_dir.artifacts / f"pass{number}.stdout.log"),
             _Tee(process.stderr, "stderr", run_dir.artifacts / f"pass{number}.stderr.log")]
     for tee in tees:
@@ -111,8 +140,7 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
 
 def _recover(spec: dict[str, Any], return_code: int) -> dict[str, Any]:
     """The result of a worker that died without writing one: what its backends journaled."""
-    ctx = PassContext(pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
-                      scratch_dir=Path(spec["scratch_dir"]))
+    ctx = _context(spec)
     rows = []
     for name in spec["backends"]:
         recovered = backends.load(name).recover(ctx)
@@ -159,6 +187,8 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
     if timeout is not None and not isolate:
         raise UsageError("a timeout needs isolate=True (each pass in a process of its own)")
     selection = backends.select(list(backend_names) if backend_names else None)
+    if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
+        raise UsageError("nsys launches its pass's process: it needs isolate=True")
     target.validate()
     if not selection.runnable:
         raise UsageError("no requested backend can run here: " + "; ".join(
@@ -183,6 +213,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
             result, return_code, ended = _run_worker(spec, run_dir, timeout)
             if result is None:
                 result = _recover(spec, return_code)
+            _finish_wrappers(spec, result)
         else:
             result = PassRun(spec, own_process=False).run()
         if ended == "timeout":

@@ -17,11 +17,13 @@ BUILTIN = {
     "wallclock": "profile_all.backends.wallclock:WallClock",
     "cprofile": "profile_all.backends.cprofile:CProfile",
     "torch-profiler": "profile_all.backends.torch_profiler:TorchProfiler",
+    "cuda-events": "profile_all.backends.cuda_events:CudaEvents",
+    "nsys": "profile_all.backends.nsys:Nsys",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and
 #: the report says why)
-DEFAULT = ("wallclock", "cprofile", "torch-profiler")
+DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys")
 
 ENTRY_POINT_GROUP = "profile_all.backends"
 

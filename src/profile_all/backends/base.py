@@ -3,7 +3,10 @@
 A backend is created fresh in the process that runs its pass. The worker calls
 `start(ctx)` before the target runs, `stop(ctx)` after it (also when it failed), then
 `collect(ctx)`. Region hooks (`enter`, `exit`, `step`) are called only for backends that
-define them, so a backend that does not care about regions costs nothing there.
+define `enter`, so a backend that does not care about regions costs nothing there.
+
+A wrapper backend (nsys) also defines `wrap(argv, ctx)`, the command its pass is launched
+in, and `finish(ctx)`, called in the orchestrator once that process has ended.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class Backend:
 
     def stop(self, ctx: PassContext) -> None:
         """Stop measuring; called just after the target ends, however it ended."""
+
+    def step(self) -> None:
+        """An iteration ended (`pa.step()`); heard by backends that define `enter`."""
 
     def collect(self, ctx: PassContext) -> Collected:
         """Rows (see report.schema.row) and native files; runs even when the target failed."""

@@ -75,6 +75,25 @@ def _ranges(export: NsysExport) -> pd.DataFrame:
     return ranges
 
 
+def _parents(ranges: pd.DataFrame) -> list[str]:
+    """The path of the range around each range on its thread ("train_step/forward"), as
+    pa.region names its parents: push/pop ranges nest per thread."""
+    parents = [""] * len(ranges)
+    order = np.lexsort((-ranges["end"].to_numpy(), ranges["start"].to_numpy(),
+                        ranges["globalTid"].fillna(0).to_numpy()))
+    stack: list[tuple[Any, int, str]] = []  # (thread, end, path)
+    for position in order:
+        thread, start, end, name = (ranges["globalTid"].iat[position],
+                                    ranges["start"].iat[position], ranges["end"].iat[position],
+                                    ranges["name"].iat[position])
+        while stack and (stack[-1][0] != thread or stack[-1][1] <= start):
+            stack.pop()
+        parent = stack[-1][2] if stack else ""
+        parents[position] = parent
+        stack.append((thread, end, f"{parent}/{name}" if parent else name))
+    return parents
+
+
 def _kernels(export: NsysExport) -> pd.DataFrame:
     kernels = export.frame("CUPTI_ACTIVITY_KIND_KERNEL", [
         "start", "end", "correlationId", "globalPid", "demangledName", "shortName"])
@@ -127,12 +146,13 @@ def read_nsys(path: str | Path) -> list[list[Any]]:
     if not ranges.empty:
         ranges["wall"] = (ranges["end"] - ranges["start"]) * _NANO
         ranges["gpu"] = _projected_gpu_time(ranges, kernels, launches) * _NANO
-        for name, group in ranges.groupby("name", sort=False):
-            rows.append(row("region", name, "calls", len(group)))
-            rows.append(row("region", name, "wall_time", group["wall"].sum()))
-            rows.append(row("region", name, "wall_time", group["wall"].mean(), stat="mean"))
-            rows.append(row("region", name, "gpu_time", group["gpu"].sum()))
-            rows.append(row("region", name, "gpu_time", group["gpu"].mean(), stat="mean"))
+        ranges["parent"] = _parents(ranges)
+        for (name, parent), group in ranges.groupby(["name", "parent"], sort=False):
+            rows.append(row("region", name, "calls", len(group), parent=parent))
+            for metric, values in (("wall_time", group["wall"]), ("gpu_time", group["gpu"])):
+                rows.append(row("region", name, metric, values.sum(), parent=parent))
+                rows.append(row("region", name, metric, values.mean(), stat="mean",
+                                parent=parent))
     if not kernels.empty:
         kernels["gpu"] = (kernels["end"] - kernels["start"]) * _NANO
         rows.append(row("run", "trace", "gpu_time", kernels["gpu"].sum()))
