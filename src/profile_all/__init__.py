@@ -18,7 +18,8 @@ from typing import Any
 from profile_all.errors import ProfileAllError, UsageError
 from profile_all.regions import region, step
 
-__all__ = ["ProfileAllError", "Report", "UsageError", "load", "region", "run", "step"]
+__all__ = ["ProfileAllError", "Report", "UsageError", "load", "profile_model", "region", "run",
+           "step"]
 
 
 def __getattr__(name: str) -> Any:
@@ -51,3 +52,42 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     return orchestrator.run(ScriptTarget(str(script), [str(a) for a in args]),
                             backend_names=backends, out=Path(out) if out else None,
                             timeout=timeout, isolate=isolate, options=options)
+
+
+def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
+                  input_shapes: Sequence[Sequence[int]] | None = None,
+                  backends: Sequence[str] | None = None, out: str | Path | None = None,
+                  dtype: str | None = None, device: str = "auto", train: bool = False,
+                  batch_size: int | str | None = None, warmup: int = 10,
+                  iters: int | None = None, budget_seconds: float = 10.0,
+                  max_memory: float | None = None, peak_flops: float | None = None,
+                  timeout: float | None = None) -> Any:
+    """Benchmark a model and count its FLOPs with every counter; write and return a Report.
+
+    model: a live nn.Module (every pass runs in this process) or a SPEC string,
+    `package.module:factory` or `file.py:factory` (every pass in a fresh process).
+    example_inputs: tensors whose shapes (and dtype) the measured inputs take; or
+    input_shapes. batch_size: a number replaces the first dimension; "auto" searches for
+    the batch with the best throughput. iters=None: repeat until the median's 95%
+    confidence interval is within 2%, or budget_seconds run out.
+    backends: default flop-counter, thop and flops-profiler (the benchmark always runs).
+    """
+    from profile_all import orchestrator
+    from profile_all.targets import ModelTarget
+
+    shapes = [tuple(shape) for shape in input_shapes or []]
+    if example_inputs is not None:
+        shapes = [tuple(tensor.shape) for tensor in example_inputs]
+        dtype = dtype or str(example_inputs[0].dtype).removeprefix("torch.")
+    if not shapes:
+        raise UsageError("profile_model needs example_inputs or input_shapes")
+    if isinstance(batch_size, int):
+        shapes = [(batch_size, *shape[1:]) for shape in shapes]
+    live = not isinstance(model, str)
+    target = ModelTarget(
+        spec=model if not live else f"<live>:{type(model).__name__}", input_shapes=shapes,
+        dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,
+        budget_seconds=budget_seconds, batch_search=batch_size == "auto",
+        max_memory=max_memory, live_model=model if live else None)
+    return orchestrator.run(target, backend_names=backends, out=Path(out) if out else None,
+                            timeout=timeout, isolate=not live, peak_flops=peak_flops)

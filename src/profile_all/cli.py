@@ -118,6 +118,69 @@ def ingest(
     terminal.render(ingest_files(files, out, command=sys.argv), err_console)
 
 
+def _bytes(text: str | None) -> float | None:
+    """`8G`, `512M`, `1000000` -> bytes."""
+    if text is None:
+        return None
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(text[-1:].upper(), 1)
+    try:
+        return float(text[:-1] if scale != 1 else text) * scale
+    except ValueError:
+        raise UsageError(f"--max-memory wants bytes like 8G or 512M, got {text!r}") from None
+
+
+@app.command()
+@_one_line_errors
+def model(
+    spec: Annotated[str, typer.Argument(
+        help="package.module:factory or path/to/file.py:factory (returns an nn.Module)")],
+    input_shape: Annotated[list[str], typer.Option(
+        help="an input's shape, like 1,3,224,224 (repeat for several inputs)")],
+    dtype: Annotated[str, typer.Option(help="float32, float16, bfloat16 or float64")]
+    = "float32",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    batch_size: Annotated[str | None, typer.Option(
+        help="N replaces the first dimension; auto searches for the best throughput")] = None,
+    warmup: Annotated[int, typer.Option(min=0, help="iterations run before timing")] = 10,
+    iters: Annotated[int | None, typer.Option(
+        min=1, help="timed iterations [default: until the median's 95% CI is within 2%]")]
+    = None,
+    train: Annotated[bool, typer.Option(
+        help="time forward, backward and an SGD step instead of inference")] = False,
+    max_memory: Annotated[str | None, typer.Option(
+        help="batch search on CPU: stop before this much memory (8G, 512M)")] = None,
+    peak_flops: Annotated[float | None, typer.Option(
+        help="the device's peak FLOP/s, to report the fraction achieved")] = None,
+    backend: Annotated[list[str] | None, typer.Option(
+        "--backend", "-b", help="a backend besides the benchmark (repeat); default: "
+        + ", ".join(backend_registry.DEFAULT_MODEL))] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the run directory [default: reports/<timestamp>-<factory>]")]
+    = None,
+    timeout: Annotated[float | None, typer.Option(help="seconds each pass may run")] = None,
+) -> None:
+    """Benchmark a model the right way and count its FLOPs with every counter."""
+    from profile_all import orchestrator
+    from profile_all.models import parse_shape
+    from profile_all.progress import PassProgress
+    from profile_all.report import terminal
+    from profile_all.targets import ModelTarget
+
+    shapes = [parse_shape(text) for text in input_shape]
+    if batch_size not in (None, "auto"):
+        if not batch_size.isdigit() or int(batch_size) < 1:
+            raise UsageError(f"--batch-size wants a positive integer or auto, got {batch_size!r}")
+        shapes = [(int(batch_size), *shape[1:]) for shape in shapes]
+    target = ModelTarget(spec, shapes, dtype=dtype, device=device, train=train, warmup=warmup,
+                         iters=iters, batch_search=batch_size == "auto",
+                         max_memory=_bytes(max_memory))
+    report = orchestrator.run(target, backend_names=backend, out=out, timeout=timeout,
+                              observer=PassProgress(err_console), command=sys.argv,
+                              peak_flops=peak_flops)
+    terminal.render(report, err_console)
+    raise typer.Exit(report.exit_code)
+
+
 @app.command("backends")
 def list_backends() -> None:
     """List every registered backend, and whether it can run here."""

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Protocol
 
 import orjson
 
-from profile_all import backends, environment
+from profile_all import backends, derived, environment
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
 from profile_all.passrun import PassRun
@@ -31,7 +31,7 @@ from profile_all.plan import Pass, plan_passes
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
 from profile_all.rundir import RunDirectory
-from profile_all.targets import ScriptTarget
+from profile_all.targets import ModelTarget, ScriptTarget
 
 #: seconds a stopped worker gets to finish collecting before it is killed
 GRACE_SECONDS = 10.0
@@ -167,33 +167,39 @@ def _pass_summary(run_pass: Pass, result: dict[str, Any], wall: float) -> dict[s
                      f"artifacts/pass{run_pass.index}.stderr.log"]}
 
 
-def _add_overheads(passes: list[dict[str, Any]]) -> None:
-    """Each pass's target time over the timing pass's: what each profiler costs."""
+def _add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
+    """Each pass's target time over the timing pass's: what each profiler costs. Not
+    `comparable` for a model, whose timing pass repeats the work and the others run it once."""
     reference = next((p["target_wall_time"] for p in passes
-                      if p["timing"] and p["status"] == "ok"), None)
+                      if p["timing"] and p["status"] == "ok"), None) if comparable else None
     for summary in passes:
         own = summary["target_wall_time"]
         usable = reference and own and summary["status"] == "ok"
         summary["overhead"] = own / reference if usable else None
 
 
-def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
+def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | None = None,
         out: Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None,
-        observer: Observer | None = None, command: list[str] | None = None) -> Report:
+        observer: Observer | None = None, command: list[str] | None = None,
+        peak_flops: float | None = None) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT)."""
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}")
     if timeout is not None and not isolate:
         raise UsageError("a timeout needs isolate=True (each pass in a process of its own)")
-    selection = backends.select(list(backend_names) if backend_names else None)
+    is_model = isinstance(target, ModelTarget)
+    if is_model and target.live_model is not None and isolate:
+        raise UsageError("a live model object runs in this process: isolate=False")
+    selection = backends.select(None if backend_names is None else list(backend_names),
+                                backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
     if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
         raise UsageError("nsys launches its pass's process: it needs isolate=True")
     target.validate()
-    if not selection.runnable:
+    if not selection.runnable and not is_model:
         raise UsageError("no requested backend can run here: " + "; ".join(
             f"{name}: {why}" for name, why in selection.skipped.items()))
-    passes = plan_passes(selection.runnable)
+    passes = plan_passes(selection.runnable, timing_pass=is_model)
     preimport = sorted({module for cls in selection.runnable for module in cls.imports})
     run_dir = RunDirectory.create(out, target.label)
 
@@ -202,6 +208,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
         if observer:
             observer.pass_started(run_pass, len(passes))
         spec = {"pass": run_pass.index, "backends": run_pass.backends,
+                "mode": "bench" if run_pass.timing else "once",
                 "target": target.to_spec(), "options": options or {}, "preimport": preimport,
                 "artifacts_dir": str(run_dir.artifacts.resolve()),
                 "scratch_dir": str(run_dir.scratch.resolve()),
@@ -215,7 +222,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
                 result = _recover(spec, return_code)
             _finish_wrappers(spec, result)
         else:
-            result = PassRun(spec, own_process=False).run()
+            result = PassRun(spec, own_process=False, target=target).run()
         if ended == "timeout":
             result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
                                      error=f"timed out after {timeout:g} s")
@@ -231,7 +238,7 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
             status = "interrupted"
             break
 
-    _add_overheads(summaries)
+    _add_overheads(summaries, comparable=not is_model)
     failed = [s for s in summaries if s["exit_code"] != 0]
     if failed and status == "complete":
         status = "failed"
@@ -250,7 +257,14 @@ def run(target: ScriptTarget, *, backend_names: Sequence[str] | None = None,
         "preimported": preimport,
         "artifacts": [a for r in results for a in r["artifacts"]],
     }
+    if is_model:
+        meta["model"] = {**target.to_spec(), **next(
+            (r["target_facts"] for r in results if r.get("target_facts")), {})}
     rows = [row for result in results for row in result["rows"]]
+    if is_model:
+        achieved, counter = derived.achieved_flops_rows(rows, peak_flops)
+        rows += achieved
+        meta["model"].update(flops_counted_by=counter, peak_flops=peak_flops)
     report = Report.from_rows(rows, meta)
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()

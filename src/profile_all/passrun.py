@@ -61,11 +61,12 @@ def _print_target_traceback(error: BaseException) -> None:
     traceback.print_exception(type(error), error, tb)
 
 
-def run_target(spec: dict[str, Any], *, own_process: bool) -> Outcome:
-    target = target_from_spec(spec)
+def run_target(target: Any, *, own_process: bool, mode: str,
+               measured: list[list[Any]]) -> Outcome:
+    """Run the target as its pass's mode says; the rows it measures itself go to `measured`."""
     started = perf_counter()
     try:
-        target.run(own_process=own_process)
+        measured += target.run(own_process=own_process, mode=mode)
         status, code, message = "ok", 0, ""
     except SystemExit as error:
         code, message = _exit_status(error)
@@ -101,9 +102,11 @@ def _runtime_environment() -> dict[str, Any]:
 
 
 class PassRun:
-    def __init__(self, spec: dict[str, Any], *, own_process: bool) -> None:
+    def __init__(self, spec: dict[str, Any], *, own_process: bool, target: Any = None) -> None:
         self.spec = spec
         self.own_process = own_process
+        self.target = target if target is not None else target_from_spec(spec["target"])
+        self.target_rows: list[list[Any]] = []  # what the target measured itself (bench)
         self.ctx = PassContext(
             pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
             scratch_dir=Path(spec["scratch_dir"]), rank=spec.get("rank", 0),
@@ -141,8 +144,8 @@ class PassRun:
                 backend.stop(self.ctx)
             except Exception as error:
                 self._guard(backend.name, "stop", error)
-        rows, artifacts = [], []
         prefix = (self.ctx.pass_index, self.ctx.rank)
+        rows, artifacts = [["bench", *prefix, *measured] for measured in self.target_rows], []
         for backend in self.started:
             try:
                 collected = backend.collect(self.ctx)
@@ -155,9 +158,14 @@ class PassRun:
             "pass": self.ctx.pass_index, "rank": self.ctx.rank, "backends": self.spec["backends"],
             "outcome": asdict(outcome), "rows": rows, "artifacts": artifacts,
             "backend_failures": self.failures, "runtime": _runtime_environment(),
+            "target_facts": getattr(self.target, "facts", {}),
         }
         return self._result
 
+    def run_target(self) -> Outcome:
+        return run_target(self.target, own_process=self.own_process,
+                          mode=self.spec.get("mode", "once"), measured=self.target_rows)
+
     def run(self) -> dict[str, Any]:
         self.start()
-        return self.finish(run_target(self.spec["target"], own_process=self.own_process))
+        return self.finish(self.run_target())

@@ -20,11 +20,12 @@ class Pass:
 
     @property
     def label(self) -> str:
-        return "+".join(self.backends)
+        return "+".join(self.backends) or "benchmark"
 
 
-def plan_passes(backends: list[type[Backend]]) -> list[Pass]:
+def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False) -> list[Pass]:
+    """`timing_pass`: plan the clean timing pass even without timers (a model's benchmark)."""
     timers = [b.name for b in backends if b.kind == "timer"]
-    groups = [(timers, True)] if timers else []
+    groups = [(timers, True)] if timers or timing_pass else []
     groups += [([b.name], False) for b in backends if b.kind != "timer"]
     return [Pass(index, names, timing) for index, (names, timing) in enumerate(groups, start=1)]

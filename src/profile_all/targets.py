@@ -50,8 +50,8 @@ class ScriptTarget:
     def to_spec(self) -> dict[str, Any]:
         return {"kind": "script", "path": self.path, "args": list(self.args)}
 
-    def run(self, *, own_process: bool) -> None:
-        """Run the script in this process, as `python script.py args` does.
+    def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
+        """Run the script in this process, as `python script.py args` does; no rows of its own.
 
         `own_process`: this process exists only for the target (a worker), so sys.path[0]
         is replaced by the script's folder as python does; otherwise it is put in front
@@ -69,9 +69,87 @@ class ScriptTarget:
         finally:
             if not own_process:
                 sys.argv, sys.path[:] = saved_argv, saved_path
+        return []
 
 
-def target_from_spec(spec: dict[str, Any]) -> ScriptTarget:
-    if spec.get("kind") != "script":
-        raise ValueError(f"unknown target kind: {spec.get('kind')!r}")
-    return ScriptTarget(spec["path"], spec["args"])
+@dataclass
+class ModelTarget:
+    """A model from a factory SPEC (or a live nn.Module), its input shapes, how to run it.
+
+    In the timing pass it is benchmarked (bench.py); in every other pass it runs one
+    iteration, which the counters count and the tracers trace.
+    """
+
+    spec: str
+    input_shapes: list[tuple[int, ...]]
+    dtype: str = "float32"
+    device: str = "auto"
+    train: bool = False
+    warmup: int = 10
+    iters: int | None = None  # None: adaptive
+    budget_seconds: float = 10.0
+    batch_search: bool = False
+    max_memory: float | None = None
+    live_model: Any = field(default=None, repr=False)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.spec.rpartition(":")[2] or "model"
+
+    @property
+    def command(self) -> list[str]:
+        shapes = [f"--input-shape={','.join(map(str, s))}" for s in self.input_shapes]
+        return ["profile-all", "model", self.spec, *shapes, f"--device={self.device}",
+                f"--dtype={self.dtype}", *(["--train"] if self.train else [])]
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"kind": "model", "spec": self.spec,
+                "input_shapes": [list(s) for s in self.input_shapes], "dtype": self.dtype,
+                "device": self.device, "train": self.train, "warmup": self.warmup,
+                "iters": self.iters, "budget_seconds": self.budget_seconds,
+                "batch_search": self.batch_search, "max_memory": self.max_memory}
+
+    def _prepared(self) -> Any:
+        from profile_all import models
+
+        device = models.resolve_device(self.device)
+        model = self.live_model if self.live_model is not None else models.build_model(self.spec)
+        model = model.to(device=device)
+        if self.dtype != "float32":
+            import torch
+
+            model = model.to(dtype=getattr(torch, self.dtype))
+        inputs = models.make_inputs(self.input_shapes, self.dtype, device)
+        return models.Work(model, inputs, self.train), device
+
+    def validate(self) -> None:
+        """Build the model and run it once: bad specs, shapes and devices fail here."""
+        work, _device = self._prepared()
+        try:
+            work.plain()
+        except Exception as error:
+            shapes = " ".join("x".join(map(str, s)) for s in self.input_shapes)
+            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise UsageError(f"the model rejects inputs of shape {shapes}: "
+                             f"{type(error).__name__}: {message}") from None
+
+    def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
+        from profile_all import model_bench
+
+        work, device = self._prepared()
+        if mode != "bench":
+            work.marked()
+            return []
+        rows, self.facts = model_bench.benchmark(self, work, device)
+        return rows
+
+
+def target_from_spec(spec: dict[str, Any]) -> ScriptTarget | ModelTarget:
+    if spec.get("kind") == "script":
+        return ScriptTarget(spec["path"], spec["args"])
+    if spec.get("kind") == "model":
+        fields = {k: v for k, v in spec.items() if k != "kind"}
+        fields["input_shapes"] = [tuple(s) for s in fields["input_shapes"]]
+        return ModelTarget(**fields)
+    raise ValueError(f"unknown target kind: {spec.get('kind')!r}")

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from profile_all.fileio import write_atomic
-from profile_all.passrun import Outcome, PassRun, Terminated, run_target
+from profile_all.passrun import Outcome, PassRun, Terminated
 
 _WORKER_PID = os.getpid()
 _real_os_exit = os._exit
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
 
     os._exit = exit_now
     pass_run.start()
-    outcome = run_target(spec["target"], own_process=True)
+    outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish
         signal.signal(signum, signal.SIG_IGN)
     result = pass_run.finish(outcome)

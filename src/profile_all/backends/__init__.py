@@ -19,11 +19,18 @@ BUILTIN = {
     "torch-profiler": "profile_all.backends.torch_profiler:TorchProfiler",
     "cuda-events": "profile_all.backends.cuda_events:CudaEvents",
     "nsys": "profile_all.backends.nsys:Nsys",
+    "flop-counter": "profile_all.backends.flop_counter:FlopCounter",
+    "thop": "profile_all.backends.thop_counter:Thop",
+    "flops-profiler": "profile_all.backends.flops_profiler:FlopsProfiler",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and
 #: the report says why)
-DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys")
+DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys", "flop-counter")
+
+#: what `profile-all model` runs when the user names no backend: besides the benchmark
+#: itself (the timing pass), every FLOP counter
+DEFAULT_MODEL = ("flop-counter", "thop", "flops-profiler")
 
 ENTRY_POINT_GROUP = "profile_all.backends"
 
@@ -52,9 +59,9 @@ class Selection:
     skipped: dict[str, str]  # backend name -> why it cannot run here
 
 
-def select(names: list[str] | None) -> Selection:
+def select(names: list[str] | None, default: tuple[str, ...] = DEFAULT) -> Selection:
     """Resolve names (all validated first, so a typo fails before anything runs)."""
-    wanted = list(dict.fromkeys(names or DEFAULT))
+    wanted = list(dict.fromkeys(default if names is None else names))
     classes = [load(name) for name in wanted]
     runnable, skipped = [], {}
     for cls in classes:

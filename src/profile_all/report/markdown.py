@@ -28,6 +28,12 @@ def render(report: Report) -> str:
     out += ["## Passes", "",
             "Overhead is each pass's target time over the clean timing pass's.", "",
             _table(tables.passes_table(report)), ""]
+    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
+                         ("Batch-size search", tables.batches_table(report)),
+                         ("FLOP counters side by side", tables.counters_table(report)),
+                         ("Modules (FLOPs per counter)", tables.modules_table(report, 40))):
+        if not table.empty:
+            out += [f"## {title}", "", _table(table), ""]
     summary = tables.summary_table(report)
     if not summary.empty:
         out += ["## Run, steps and regions", "", _table(summary), ""]

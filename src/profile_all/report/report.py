@@ -1,7 +1,8 @@
 """The Report: one long, tidy DataFrame (`frame`, a row per measured value) and `meta`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
-`operators()`, `kernels()`, `passes()`.
+`operators()`, `kernels()`, `passes()`, and for models `latency()`, `batches()`,
+`counters()`, `modules()`.
 """
 
 from __future__ import annotations
@@ -56,13 +57,17 @@ class Report:
 
     def _table(self, scope: str, metrics: list[str], sort_by: str,
                top: int | None) -> pd.DataFrame:
-        """A row per name of `scope` (summed over passes and ranks), largest `sort_by` first."""
+        """A row per name of `scope`, largest `sort_by` first (else the last metric)."""
         rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")]
         if rows.empty:
             return pd.DataFrame(columns=["name", *metrics])
-        table = rows.pivot_table(index="name", columns="metric", values="value",
-                                 aggfunc="sum", sort=False)
+        # summed over passes and ranks within a backend; where two backends measure the
+        # same metric of a name (FLOPs by torch-profiler and flop-counter), the larger
+        per_backend = rows.groupby(["name", "metric", "backend"], sort=False)["value"].sum()
+        table = per_backend.groupby(level=["name", "metric"], sort=False).max().unstack()
         table = table.reindex(columns=[m for m in metrics if m in table.columns])
+        if sort_by not in table.columns:
+            sort_by = table.columns[-1]
         table = table.sort_values(sort_by, ascending=False).reset_index()
         table.columns.name = None
         return table.head(top) if top else table
@@ -82,6 +87,40 @@ class Report:
         """A row per GPU kernel (torch.profiler or nsys), most device time first."""
         return self._table("kernel", ["calls", "gpu_time"], "gpu_time", top)
 
+    @property
+    def _train(self) -> bool:
+        return bool(self.meta.get("model", {}).get("train"))
+
+    def latency(self) -> pd.DataFrame:
+        """The model's benchmark: a row per statistic of one iteration's latency (seconds),
+        with FPS, iterations, warm-up iterations and achieved FLOP/s."""
+        rows = self.frame[self.frame["backend"].isin(["bench", "derived"])
+                          & (self.frame["scope"] == "model")]
+        return rows[["name", "metric", "stat", "value", "unit"]].reset_index(drop=True)
+
+    def batches(self) -> pd.DataFrame:
+        """The batch-size search: a row per batch size tried."""
+        rows = self.frame[(self.frame["backend"] == "bench") & (self.frame["scope"] == "batch")]
+        if rows.empty:
+            return pd.DataFrame(columns=["batch_size", "latency", "throughput", "peak_memory"])
+        table = rows.pivot_table(index="name", columns="metric", values="value", sort=False)
+        table.index = table.index.astype(int)
+        table.columns.name = None
+        return table.rename_axis("batch_size").sort_index().reset_index()
+
+    def counters(self) -> pd.DataFrame:
+        """A row per FLOP counter: FLOPs, MACs, params, its difference from the exact count
+        (flop-counter), and the known cause of the difference."""
+        from profile_all.report.counters import counters
+
+        return counters(self.frame, self._train)
+
+    def modules(self) -> pd.DataFrame:
+        """A row per module: every counter's FLOPs side by side, and the parameters."""
+        from profile_all.report.counters import modules
+
+        return modules(self.frame)
+
     def passes(self) -> pd.DataFrame:
         """A row per pass: its backends, how it ended, its time and its overhead."""
         columns = ["pass", "backends", "status", "exit_code", "target_wall_time",
@@ -89,7 +128,7 @@ class Report:
         table = pd.DataFrame(self.meta.get("passes", []))
         if table.empty:
             return pd.DataFrame(columns=columns)
-        table["backends"] = table["backends"].map("+".join)
+        table["backends"] = table["backends"].map(lambda names: "+".join(names) or "benchmark")
         return table[columns]
 
     def __repr__(self) -> str:

@@ -25,6 +25,11 @@ UNIT_OF_METRIC = {
     "primitive_calls": "count",
     "events": "count",
     "flops": "FLOP",
+    "macs": "MAC",
+    "params": "count",
+    "latency": "s",
+    "iterations": "count",
+    "peak_memory": "B",
 }
 
 

@@ -48,7 +48,8 @@ def summary_table(report: Report) -> pd.DataFrame:
         if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
             label = f"{stat}\n{backend}" if metric == "wall_time" else f"{metric} {stat}\n{backend}"
             shown[label] = summary[column].map(fmt_seconds)
-    return shown
+    timed = len(shown.columns) > (3 if calls else 2)
+    return shown if timed else pd.DataFrame()
 
 
 def passes_table(report: Report) -> pd.DataFrame:
@@ -75,16 +76,22 @@ def functions_table(report: Report, top: int) -> pd.DataFrame:
     })
 
 
+def fmt_giga(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else f"{value / 1e9:.3g}"
+
+
+_OPERATOR_COLUMNS = [("calls", "calls", fmt_count), ("cpu_time", "CPU total", fmt_seconds),
+                     ("self_time", "CPU self", fmt_seconds),
+                     ("gpu_time", "device total", fmt_seconds),
+                     ("self_gpu_time", "device self", fmt_seconds), ("flops", "GFLOP", fmt_giga)]
+
+
 def operators_table(report: Report, top: int) -> pd.DataFrame:
     operators = report.operators(top)
-    shown = pd.DataFrame({"operator": operators["name"],
-                          "calls": operators["calls"].map(fmt_count)})
-    for metric, label in (("cpu_time", "CPU total"), ("self_time", "CPU self"),
-                          ("gpu_time", "device total"), ("self_gpu_time", "device self")):
+    shown = pd.DataFrame({"operator": operators["name"]})
+    for metric, label, fmt in _OPERATOR_COLUMNS:
         if metric in operators.columns:
-            shown[label] = operators[metric].map(fmt_seconds)
-    if "flops" in operators.columns:
-        shown["GFLOP"] = operators["flops"].map(lambda v: "" if pd.isna(v) else f"{v / 1e9:.3g}")
+            shown[label] = operators[metric].map(fmt)
     return shown
 
 
@@ -94,6 +101,66 @@ def kernels_table(report: Report, top: int) -> pd.DataFrame:
         "kernel": kernels["name"],
         "calls": kernels["calls"].map(fmt_count),
         "device time": kernels["gpu_time"].map(fmt_seconds),
+    })
+
+
+def latency_table(report: Report) -> pd.DataFrame:
+    latency = report.latency()
+    if latency.empty:
+        return pd.DataFrame()
+    shown = []
+    for _, entry in latency.iterrows():
+        value, unit = entry["value"], entry["unit"]
+        if unit == "s":
+            text = fmt_seconds(value)
+        elif unit == "FLOP/s":
+            text = f"{value / 1e9:.3g} GFLOP/s"
+        elif unit == "ratio":
+            text = f"{value:.1%}"
+        elif unit == "1/s":
+            text = f"{value:,.1f} /s"
+        else:
+            text = fmt_count(value)
+        label = entry["metric"] if entry["stat"] in ("total", "value") else \
+            f"{entry['metric']} {entry['stat']}"
+        shown.append({"region": entry["name"], "measure": label, "value": text})
+    return pd.DataFrame(shown)
+
+
+def counters_table(report: Report) -> pd.DataFrame:
+    counters = report.counters()
+    if counters.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "counter": counters["counter"],
+        "GFLOP": counters["flops"].map(fmt_giga),
+        "GMAC": counters["macs"].map(fmt_giga),
+        "params": counters["params"].map(fmt_count),
+        "vs flop-counter": counters["vs_reference"].map(
+            lambda v: "" if pd.isna(v) else f"{v:+.1%}"),
+        "why": counters["cause"],
+    })
+
+
+def modules_table(report: Report, top: int) -> pd.DataFrame:
+    modules = report.modules()
+    if modules.empty:
+        return pd.DataFrame()
+    shown = pd.DataFrame({"module": modules["module"], "params": modules["params"].map(fmt_count)})
+    for counter in modules.columns[2:]:
+        shown[f"{counter} GFLOP"] = modules[counter].map(fmt_giga)
+    return shown.head(top)
+
+
+def batches_table(report: Report) -> pd.DataFrame:
+    batches = report.batches()
+    if batches.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "batch size": batches["batch_size"].astype(str),
+        "latency": batches["latency"].map(fmt_seconds),
+        "throughput": batches["throughput"].map(lambda v: f"{v:,.1f} /s"),
+        "peak memory": batches["peak_memory"].map(lambda v: f"{v / 2**20:,.0f} MiB"),
     })
 
 
@@ -116,6 +183,15 @@ def problems(report: Report) -> list[str]:
                          f"{summary['status']}: {summary['error']} ({kept})")
         lines += [f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
                   for f in summary.get("backend_failures", [])]
+    model = report.meta.get("model", {})
+    if model.get("unstable"):
+        lines.append(f"unstable measurement: the latency's coefficient of variation is "
+                     f"{model['cv']:.0%} (over 10%): a busy machine, frequency scaling, or too "
+                     f"few iterations")
+    if model:
+        from profile_all.report.counters import zero_counts
+
+        lines += zero_counts(report.frame)
     if report.meta.get("passes_not_run"):
         lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
     return lines

@@ -28,6 +28,12 @@ def _rich_table(title: str, frame: pd.DataFrame) -> Table:
 
 def render(report: Report, console: Console) -> None:
     console.print(_rich_table("Passes", tables.passes_table(report)))
+    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
+                         ("Batch-size search", tables.batches_table(report)),
+                         ("FLOP counters side by side", tables.counters_table(report)),
+                         ("Modules (FLOPs per counter)", tables.modules_table(report, 15))):
+        if not table.empty:
+            console.print(_rich_table(title, table))
     summary = tables.summary_table(report)
     if not summary.empty:
         console.print(_rich_table("Run, steps and regions", summary))

@@ -1,0 +1,96 @@
+"""The timing pass of a model: latency with its spread, FPS, and the batch-size search.
+
+Rows are of backend `bench`, scope `model`, named after the timed region (`forward`, or
+`train_step` with --train).
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+from profile_all import bench, models
+from profile_all.report.schema import row
+
+SEARCH_WARMUP = 2
+SEARCH_BUDGET_SECONDS = 2.0
+
+
+def _rss_peak_reset() -> bool:
+    """Reset this process's peak resident size (Linux: /proc/self/clear_refs)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _rss_peak() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1]) * 1024
+    return float("nan")
+
+
+def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.BatchPoint | None:
+    import torch
+
+    on_gpu = device.type == "cuda"
+    try:
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats(device)
+        else:
+            _rss_peak_reset()
+        inputs = models.make_inputs(target.input_shapes, target.dtype, device, batch)
+        work = models.Work(model, inputs, target.train)
+        timing = bench.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
+                               budget_seconds=SEARCH_BUDGET_SECONDS)
+        peak = torch.cuda.max_memory_allocated(device) if on_gpu else _rss_peak()
+    except torch.cuda.OutOfMemoryError:
+        inputs = work = None
+        gc.collect()
+        torch.cuda.empty_cache()
+        return None
+    except RuntimeError as error:  # the CPU allocator's out of memory
+        if "can't allocate memory" not in str(error):
+            raise
+        inputs = work = None
+        gc.collect()
+        return None
+    return bench.BatchPoint(batch, bench.latency_statistics(timing.samples)["median"], peak)
+
+
+def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[Any]], dict]:
+    timing = bench.measure(work.marked, device=device, warmup=target.warmup,
+                           iters=target.iters, budget_seconds=target.budget_seconds,
+                           warmup_step=work.plain)
+    stats = bench.latency_statistics(timing.samples)
+    batch = target.input_shapes[0][0]
+    name = work.region_name
+    rows = [row("model", name, "latency", value, stat=stat)
+            for stat, value in stats.items() if stat not in ("cv", "count")]
+    rows += [row("model", name, "latency_cv", stats["cv"], stat="value", unit="ratio"),
+             row("model", name, "iterations", stats["count"], unit="count"),
+             row("model", name, "warmup_iterations", timing.warmup, unit="count"),
+             row("model", name, "batch_size", batch, stat="value", unit="count"),
+             row("model", name, "fps", batch / stats["median"], stat="median", unit="1/s")]
+    facts = {"clock": timing.clock, "device": str(device), "region": name,
+             "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"]}
+    if target.batch_search:
+        points = bench.search_batch_size(
+            lambda b: _batch_point(target, work.model, device, b),
+            on_gpu=device.type == "cuda", max_memory=target.max_memory)
+        for point in sorted(points, key=lambda p: p.batch_size):
+            label = str(point.batch_size)
+            rows += [row("batch", label, "latency", point.latency, stat="median"),
+                     row("batch", label, "throughput", point.throughput, stat="value",
+                         unit="1/s"),
+                     row("batch", label, "peak_memory", point.peak_memory, stat="max",
+                         unit="B")]
+        if points:
+            best = max(points, key=lambda p: p.throughput)
+            rows.append(row("model", name, "best_batch_size", best.batch_size, stat="value",
+                            unit="count"))
+            facts["best_batch_size"] = best.batch_size
+    return rows, facts

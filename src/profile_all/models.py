@@ -1,0 +1,162 @@
+"""Models as targets: loading a factory, making inputs, and one iteration of work.
+
+A SPEC is `package.module:factory` or `path/to/file.py:factory`, where factory is any
+callable that returns an `nn.Module` (a class works). Inference runs in `eval()` mode
+under `torch.inference_mode()`; training runs forward, backward and an SGD step, each in
+its own region inside `train_step`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from profile_all.errors import UsageError
+from profile_all.regions import region
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`1,3,224,224` -> (1, 3, 224, 224)."""
+    try:
+        shape = tuple(int(part) for part in text.replace("x", ",").split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(size < 1 for size in shape):
+        raise UsageError(f"--input-shape wants positive integers separated by commas, like "
+                         f"1,3,224,224; got {text!r}")
+    return shape
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    module_part, colon, name = spec.rpartition(":")
+    if not colon or not module_part or not name:
+        raise UsageError(f"model SPEC must be package.module:factory or file.py:factory, "
+                         f"got {spec!r}")
+    try:
+        if module_part.endswith(".py"):
+            path = Path(module_part)
+            if not path.is_file():
+                raise UsageError(f"model file not found: {module_part}")
+            sys.path.insert(0, str(path.resolve().parent))
+            loader_spec = importlib.util.spec_from_file_location(f"_profile_all_{path.stem}",
+                                                                 path)
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_part)
+    except UsageError:
+        raise
+    except Exception as error:  # the user's module failed to import: say how, in one line
+        raise UsageError(f"cannot import {module_part}: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''}") from None
+    factory = getattr(module, name, None)
+    if factory is None or not callable(factory):
+        raise UsageError(f"{module_part} has no callable named {name!r}")
+    return factory
+
+
+def build_model(spec: str) -> Any:
+    import torch
+
+    try:
+        model = load_factory(spec)()
+    except UsageError:
+        raise
+    except Exception as error:
+        raise UsageError(f"{spec}() raised {type(error).__name__}: {error}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{spec}() returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def resolve_device(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise UsageError(f"--device must be auto, cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda, but CUDA is not available here")
+    return torch.device(device)
+
+
+def make_inputs(shapes: list[tuple[int, ...]], dtype: str, device: Any,
+                batch_size: int | None = None) -> list[Any]:
+    """Random inputs made on the device (no copy in the timed work); integer models take
+    shapes too: a float input is what a shape gives."""
+    import torch
+
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    inputs = []
+    for shape in shapes:
+        if batch_size is not None:
+            shape = (batch_size, *shape[1:])
+        inputs.append(torch.randn(shape, generator=generator, dtype=getattr(torch, dtype))
+                      .to(device))
+    return inputs
+
+
+class Work:
+    """One iteration of a model: inference, or a training step with its three regions."""
+
+    def __init__(self, model: Any, inputs: list[Any], train: bool) -> None:
+        import torch
+
+        self.torch = torch
+        self.model, self.inputs, self.train = model, inputs, train
+        if train:
+            model.train()
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+        else:
+            model.eval()
+
+    @property
+    def region_name(self) -> str:
+        return "train_step" if self.train else "forward"
+
+    def plain(self) -> Any:
+        """The iteration without regions (warm-up, counting)."""
+        if not self.train:
+            with self.torch.inference_mode():
+                return self.model(*self.inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = _scalar(self.model(*self.inputs))
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def marked(self) -> Any:
+        """The iteration inside regions, heard by the active backends."""
+        if not self.train:
+            with region("forward"), self.torch.inference_mode():
+                return self.model(*self.inputs)
+        with region("train_step"):
+            with region("forward"):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = _scalar(self.model(*self.inputs))
+            with region("backward"):
+                loss.backward()
+            with region("optimizer_step"):
+                self.optimizer.step()
+        return loss
+
+
+def _scalar(output: Any) -> Any:
+    """A loss to call backward on, whatever the model returns."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output.float().mean()
+    if isinstance(output, dict):
+        output = list(output.values())
+    tensors = [t for t in output if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return sum(t.float().mean() for t in tensors)
