@@ -114,6 +114,8 @@ class Work:
         self.torch = torch
         self.model, self.inputs, self.train = model, inputs, train
         if train:
+            if not any(p.requires_grad for p in model.parameters()):
+                raise UsageError("--train needs a model with trainable parameters")
             model.train()
             self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
         else:

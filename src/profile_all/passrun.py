@@ -153,6 +153,8 @@ class PassRun:
                 self._guard(backend.name, "collect", error)
                 continue
             rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
+            self.failures += [{"backend": backend.name, "phase": "note", "error": note}
+                              for note in backend.notes]
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
         self._result = {
             "pass": self.ctx.pass_index, "rank": self.ctx.rank, "backends": self.spec["backends"],

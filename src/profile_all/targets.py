@@ -113,6 +113,9 @@ class ModelTarget:
     def _prepared(self) -> Any:
         from profile_all import models
 
+        if self.dtype not in models.DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(models.DTYPES)}, "
+                             f"got {self.dtype!r}")
         device = models.resolve_device(self.device)
         model = self.live_model if self.live_model is not None else models.build_model(self.spec)
         model = model.to(device=device)

@@ -70,6 +70,8 @@ class Backend:
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
+        #: what went wrong without stopping the backend, for the report
+        self.notes: list[str] = []
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

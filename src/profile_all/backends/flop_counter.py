@@ -49,6 +49,7 @@ class FlopCounter(Backend):
         self._params: dict[str, int] = {}
         self._roots = RootModules(self._note_params)
         self._roots.start()
+        self.notes = self._roots.notes
         self._steps: list[float] = []
         self._counted_at_step = 0
         self._mode = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())

@@ -55,6 +55,7 @@ class FlopsProfiler(Backend):
         self.mended: list[str] = []
         self._roots = RootModules(self._count)
         self._roots.start()
+        self.notes = self._roots.notes
 
     def _count(self, name: str, module: Any, args: tuple) -> None:
         import torch

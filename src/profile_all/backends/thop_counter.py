@@ -40,6 +40,7 @@ class Thop(Backend):
         self._rows: list[list[Any]] = []
         self._roots = RootModules(self._count)
         self._roots.start()
+        self.notes = self._roots.notes
 
     def _count(self, name: str, module: Any, args: tuple) -> None:
         import thop

@@ -181,7 +181,8 @@ def problems(report: Report) -> list[str]:
                 "rows measured until then are kept"
             lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
                          f"{summary['status']}: {summary['error']} ({kept})")
-        lines += [f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
+        lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
+                  f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
                   for f in summary.get("backend_failures", [])]
     model = report.meta.get("model", {})
     if model.get("unstable"):

@@ -1,0 +1,78 @@
+"""`profile-all model` through the CLI, each pass in a fresh process, and its bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import profile_all as pa
+from conftest import REPO, profile_all
+
+MODELS = REPO / "scripts" / "examples" / "models.py"
+
+
+def test_model_from_a_file_spec_in_subprocesses(tmp_path):
+    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "20",
+                         "--warmup", "2", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    report = pa.load(tmp_path / "run")
+    assert [p["backends"] for p in report.meta["passes"]] == [
+        [], ["flop-counter"], ["thop"], ["flops-profiler"]]
+    latency = report.latency().set_index(["metric", "stat"])["value"]
+    assert latency[("iterations", "total")] == 20
+    assert latency[("warmup_iterations", "total")] == 2
+    assert report.counters().set_index("counter").loc["flop-counter", "flops"] == \
+        2 * 16 * (784 * 256 + 256 * 10)
+    assert "FLOP counters side by side" in result.stderr
+    assert "achieved_flops" in result.stderr
+
+
+def test_package_module_class_spec_and_train(tmp_path):
+    result = profile_all("model", "torch.nn:PReLU", "--input-shape", "4,8", "--train",
+                         "--iters", "5", "--warmup", "1", "-b", "flop-counter",
+                         "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    report = pa.load(tmp_path / "run")
+    assert set(report.frame.loc[report.frame["scope"] == "model", "name"]) == {"train_step"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no_such_package.models:make"], "cannot import no_such_package.models: "
+                                      "ModuleNotFoundError"),
+    ([f"{MODELS}:nothing_here"], "has no callable named 'nothing_here'"),
+    (["torch:float32"], "has no callable named 'float32'"),
+    (["torch.nn.functional:relu"], "relu() raised TypeError"),
+    (["collections:OrderedDict"], "returned a OrderedDict, not a torch.nn.Module"),
+    (["justaname"], "model SPEC must be package.module:factory or file.py:factory"),
+    (["missing_file.py:make"], "model file not found: missing_file.py"),
+    (["torch.nn:Tanh", "--train"], "--train needs a model with trainable parameters"),
+])
+def test_bad_specs(tmp_path, args, message):
+    result = profile_all("model", *args, "--input-shape", "1,784", cwd=tmp_path)
+    _refused(result, message, tmp_path)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--input-shape", "1,x,3"], "--input-shape wants positive integers"),
+    (["--input-shape", "1,0"], "--input-shape wants positive integers"),
+    (["--input-shape", "1,100"], "the model rejects inputs of shape 1x100: RuntimeError"),
+    (["--input-shape", "1,784", "--dtype", "float8"], "--dtype must be one of"),
+    (["--input-shape", "1,784", "--batch-size", "many"], "--batch-size wants a positive"),
+])
+def test_bad_shapes_and_options(tmp_path, extra, message):
+    result = profile_all("model", f"{MODELS}:mlp", *extra, cwd=tmp_path)
+    _refused(result, message, tmp_path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_device_without_cuda(tmp_path):
+    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "1,784", "--device", "cuda",
+                         cwd=tmp_path)
+    _refused(result, "--device cuda, but CUDA is not available here", tmp_path)
+
+
+def _refused(result, message: str, cwd) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (cwd / "reports").exists()
