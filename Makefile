@@ -30,6 +30,7 @@ bench: install
 	$(BIN)/python scripts/bench/region_overhead.py
 	$(BIN)/python scripts/bench/timing_distortion.py
 	$(BIN)/python scripts/bench/trace_ingest.py
+	$(BIN)/python scripts/bench/latency_agreement.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

@@ -4,8 +4,10 @@
 - CPU: `time.perf_counter` around each iteration. GPU: a CUDA event before and after each
   iteration, and `end.synchronize()` before reading them, so the time is the device's and
   no iteration overlaps the next one's timing.
-- A fixed number of iterations, or adaptive: until the 95% confidence interval of the
-  median is within `target_ci` (2%) of the median, or `budget_seconds` run out.
+- A fixed number of iterations, or adaptive: after at least `min_seconds` (1 s: a machine
+  drifts over seconds, and a fraction of one samples a passing state), until the 95%
+  confidence interval of the median is within `target_ci` (2%) of the median, or
+  `budget_seconds` run out.
 - Statistics with their spread: mean, std, median, IQR, min, p90, p99, the median's 95%
   confidence interval (distribution-free, from order statistics), and the coefficient of
   variation, flagged when over 10% (an unstable measurement).
@@ -84,7 +86,7 @@ def _timer(device: Any) -> tuple[Callable[[Callable[[], Any]], float], str]:
 
 def measure(step: Callable[[], Any], *, device: Any = "cpu", warmup: int = 10,
             iters: int | None = None, target_ci: float = 0.02, budget_seconds: float = 10.0,
-            warmup_step: Callable[[], Any] | None = None) -> Timing:
+            min_seconds: float = 1.0, warmup_step: Callable[[], Any] | None = None) -> Timing:
     """Time `step()`: `iters` times, or adaptively (iters=None) within `budget_seconds`.
 
     `warmup_step` (default `step`) is what the warm-up runs: the same work without marks.
@@ -96,10 +98,11 @@ def measure(step: Callable[[], Any], *, device: Any = "cpu", warmup: int = 10,
     if iters is not None:
         samples = [timed(step) for _ in range(iters)]
         return Timing(samples, warmup, clock)
-    deadline = time.perf_counter() + budget_seconds
+    started = time.perf_counter()
+    deadline, earliest = started + budget_seconds, started + min(min_seconds, budget_seconds)
     while True:
         samples.append(timed(step))
-        if len(samples) >= MIN_ADAPTIVE_ITERS:
+        if len(samples) >= MIN_ADAPTIVE_ITERS and time.perf_counter() >= earliest:
             ordered = sorted(samples)
             low, high = median_confidence_interval(ordered)
             median = quantile(ordered, 0.5)

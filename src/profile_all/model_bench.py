@@ -45,7 +45,7 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
         inputs = models.make_inputs(target.input_shapes, target.dtype, device, batch)
         work = models.Work(model, inputs, target.train)
         timing = bench.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
-                               budget_seconds=SEARCH_BUDGET_SECONDS)
+                               budget_seconds=SEARCH_BUDGET_SECONDS, min_seconds=0.3)
         peak = torch.cuda.max_memory_allocated(device) if on_gpu else _rss_peak()
     except torch.cuda.OutOfMemoryError:
         inputs = work = None
