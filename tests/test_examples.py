@@ -29,14 +29,14 @@ def test_train_mlp_report_files(mlp_run):
     assert f"Report: {run_dir}" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
-    assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler"}
+    assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter"}
     assert pd.read_csv(run_dir / "report.csv").shape == frame.shape
     assert pstats.Stats(str(run_dir / "artifacts" / "cprofile.prof")).total_calls > 0
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "complete" and meta["exit_code"] == 0
     assert meta["environment"]["torch"].startswith("2.")
     assert [p["backends"] for p in meta["passes"]] == [
-        ["wallclock"], ["cprofile"], ["torch-profiler"]]
+        ["wallclock"], ["cprofile"], ["torch-profiler"], ["flop-counter"]]
     assert meta["passes"][0]["overhead"] == 1.0
     assert all(p["overhead"] > 0 for p in meta["passes"][1:])
     assert (run_dir / "artifacts" / "torch_trace.json.gz").is_file()
