@@ -151,3 +151,21 @@ def test_search_bisects_after_an_out_of_memory():
 
     points = bench.search_batch_size(measure_at, on_gpu=True)
     assert max(p.batch_size for p in points) == fits_up_to
+
+
+def test_achieved_flops_per_region_when_a_timer_times_the_regions(tmp_path):
+    report = pa.profile_model(_model("mlp"), input_shapes=[(32, 784)], train=True,
+                              backends=["wallclock", "flop-counter"], iters=20, warmup=2,
+                              out=tmp_path / "run")
+    frame = report.frame
+    counted = frame[(frame["backend"] == "flop-counter") & (frame["scope"] == "region")
+                    & (frame["metric"] == "flops") & (frame["stat"] == "mean")]
+    per_region = dict(zip(counted["name"], counted["value"], strict=True))
+    assert per_region["forward"] == MLP_FORWARD
+    assert per_region["backward"] == MLP_TRAIN - MLP_FORWARD
+    assert per_region["train_step"] == MLP_TRAIN
+    achieved = frame[(frame["backend"] == "derived") & (frame["scope"] == "region")]
+    timed = frame[(frame["backend"] == "wallclock") & (frame["name"] == "backward")
+                  & (frame["metric"] == "wall_time") & (frame["stat"] == "median")]
+    backward = achieved[achieved["name"] == "backward"]["value"].item()
+    assert backward == pytest.approx((MLP_TRAIN - MLP_FORWARD) / timed["value"].item())

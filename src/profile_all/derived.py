@@ -1,4 +1,4 @@
-"""Numbers computed from measured ones: achieved FLOP/s of a model.
+"""Numbers computed from measured ones: achieved FLOP/s of a model and of its regions.
 
 Achieved FLOP/s = the FLOPs of one iteration / the median latency of one iteration
 (bench). The FLOPs are the exact count (flop-counter) when it ran, else thop's or
@@ -30,6 +30,27 @@ def iteration_flops(frame: pd.DataFrame, train: bool) -> tuple[float, str] | Non
             factor = 3 if train else 1
             return float(roots["value"].sum()) * factor, counter + (" x3" if train else "")
     return None
+
+
+def region_achieved_flops_rows(rows: list[list[Any]]) -> list[list[Any]]:
+    """Per region: flop-counter's FLOPs per call / a timer's median time of the region
+    (device time from cuda-events when it ran, else wallclock's host time)."""
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    flops = frame[(frame["backend"] == "flop-counter") & (frame["scope"] == "region")
+                  & (frame["metric"] == "flops") & (frame["stat"] == "mean")]
+    out = []
+    for _, counted in flops.iterrows():
+        for backend, metric in (("cuda-events", "gpu_time"), ("wallclock", "wall_time")):
+            timed = frame[(frame["backend"] == backend) & (frame["scope"] == "region")
+                          & (frame["name"] == counted["name"])
+                          & (frame["parent"] == counted["parent"])
+                          & (frame["metric"] == metric) & (frame["stat"] == "median")]
+            if not timed.empty and timed["value"].iloc[0] > 0:
+                out.append(["derived", 0, 0, "region", counted["name"], counted["parent"],
+                            "achieved_flops", "value",
+                            counted["value"] / timed["value"].iloc[0], "FLOP/s"])
+                break
+    return out
 
 
 def achieved_flops_rows(rows: list[list[Any]],

@@ -265,6 +265,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         achieved, counter = derived.achieved_flops_rows(rows, peak_flops)
         rows += achieved
         meta["model"].update(flops_counted_by=counter, peak_flops=peak_flops)
+    rows += derived.region_achieved_flops_rows(rows)
     report = Report.from_rows(rows, meta)
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()

@@ -1,4 +1,4 @@
-"""flop-counter (counter): exact FLOPs of every operator, per module and per step, by
+"""flop-counter (counter): exact FLOPs of every operator, per module, region and step, by
 torch.utils.flop_counter.FlopCounterMode over the whole target: forward, and backward when
 the target trains.
 
@@ -51,6 +51,7 @@ class FlopCounter(Backend):
         self._roots.start()
         self.notes = self._roots.notes
         self._steps: list[float] = []
+        self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
         self._mode = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
         self._mode.__enter__()
@@ -58,11 +59,12 @@ class FlopCounter(Backend):
     def _note_params(self, name: str, module: Any, args: tuple) -> None:
         self._params[name] = sum(p.numel() for p in module.parameters())
 
-    def enter(self, name: str, parent: str) -> None:
-        return None
+    def enter(self, name: str, parent: str) -> float:
+        return self._mode.get_total_flops()
 
-    def exit(self, name: str, parent: str, token: Any) -> None:
-        pass
+    def exit(self, name: str, parent: str, token: float) -> None:
+        self._regions.setdefault((name, parent), []).append(
+            self._mode.get_total_flops() - token)
 
     def step(self) -> None:
         total = self._mode.get_total_flops()
@@ -87,6 +89,11 @@ class FlopCounter(Backend):
                             unit="FLOP"))
         rows += [row("module", name, "params", count, unit="count")
                  for name, count in self._params.items()]
+        for (name, parent), calls in self._regions.items():
+            rows += [row("region", name, "calls", len(calls), parent=parent),
+                     row("region", name, "flops", sum(calls), parent=parent, unit="FLOP"),
+                     row("region", name, "flops", sum(calls) / len(calls), stat="mean",
+                         parent=parent, unit="FLOP")]
         if self._steps:
             rows.append(row("step", "step", "calls", len(self._steps)))
             rows += [row("step", "step", "flops", value, stat=stat, unit="FLOP")
