@@ -31,11 +31,12 @@ def test_run_and_load_round_trip(tmp_path, isolate):
     assert list(passes["status"]) == ["ok", "ok"]
 
 
-def test_region_cpu_time_can_be_left_out(tmp_path):
+@pytest.mark.parametrize("cpu_time", [False, True])
+def test_region_cpu_time_only_when_asked(tmp_path, cpu_time):
     report = pa.run(TARGETS / "regions_then.py", ["ok"], backends=["wallclock"],
-                    out=tmp_path / "run", options={"wallclock": {"cpu_time": False}})
+                    out=tmp_path / "run", options={"wallclock": {"cpu_time": cpu_time}})
     frame = report.frame
-    assert not ((frame["scope"] == "region") & (frame["metric"] == "cpu_time")).any()
+    assert ((frame["scope"] == "region") & (frame["metric"] == "cpu_time")).any() == cpu_time
     assert ((frame["scope"] == "run") & (frame["metric"] == "cpu_time")).any()
 
 

@@ -28,7 +28,7 @@ def _value(rows, scope, name, metric, stat):
 
 
 def test_region_and_step_statistics(ctx):
-    clock = WallClock()
+    clock = WallClock({"cpu_time": True})
     clock.start(ctx)
     regions.listen([clock])
     try:
@@ -54,7 +54,7 @@ def test_region_and_step_statistics(ctx):
 
 
 def test_journal_recovers_what_a_killed_process_measured(ctx):
-    clock = WallClock()
+    clock = WallClock({"cpu_time": True})
     clock.start(ctx)
     regions.listen([clock])
     try:

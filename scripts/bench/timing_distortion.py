@@ -4,7 +4,8 @@ Runs scripts/bench/timed_loop.py bare (`python timed_loop.py`) and under profile
 alternating, and compares the medians of the loop's own timings. Target (issue 2): ratio
 at most 1.03.
 
-    python scripts/bench/timing_distortion.py [--rounds 7] [--steps 1500]
+    python scripts/bench/timing_distortion.py [--rounds 7] [--steps 1500] \
+        [--option=--region-cpu-time]
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--option", action="append", default=[],
+                        help="an option for profile-all run (repeat), e.g. --region-cpu-time")
     options = parser.parse_args()
     script_args = ["--steps", str(options.steps)]
 
@@ -37,14 +40,16 @@ def main() -> None:
             bare.append(loop_seconds([sys.executable, str(LOOP), *script_args]))
             profiled.append(loop_seconds(
                 [sys.executable, "-m", "profile_all", "run", str(LOOP), "-b", "wallclock",
-                 "-o", str(Path(out) / f"run{round_index}"), "--", *script_args]))
+                 *options.option, "-o", str(Path(out) / f"run{round_index}"), "--",
+                 *script_args]))
 
     bare_median, profiled_median = statistics.median(bare), statistics.median(profiled)
     ratio = profiled_median / bare_median
     print(f"{options.rounds} rounds of {options.steps} steps, alternating; loop's own time:")
     print(f"  bare python:                 median {bare_median:.3f} s  "
           f"(min {min(bare):.3f}, max {max(bare):.3f})")
-    print(f"  profile-all run -b wallclock: median {profiled_median:.3f} s  "
+    print(f"  profile-all run -b wallclock {' '.join(options.option)}: median "
+          f"{profiled_median:.3f} s  "
           f"(min {min(profiled):.3f}, max {max(profiled):.3f})")
     print(f"  ratio of medians {ratio:.3f} (target <= 1.03: "
           f"{'met' if ratio <= 1.03 else 'NOT met'}); ratio of minimums "

@@ -44,7 +44,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     out: the run directory (default `reports/<timestamp>-<script>/`).
     timeout: seconds each pass may run before it is stopped (exit code 124).
     isolate: False runs the passes in this process (no timeout then).
-    options: per-backend options, e.g. {"wallclock": {"cpu_time": False}}.
+    options: per-backend options, e.g. {"wallclock": {"cpu_time": True}} for CPU time per
+    region, {"torch-profiler": {"record_shapes": True}}.
     """
     from profile_all import orchestrator
     from profile_all.targets import ScriptTarget

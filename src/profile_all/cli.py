@@ -53,7 +53,8 @@ def run(
     timeout: Annotated[float | None, typer.Option(
         help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
     region_cpu_time: Annotated[bool, typer.Option(
-        help="measure CPU time per region and step (one system call per boundary)")] = True,
+        help="wallclock: CPU time per region and step too (two system calls a region)")]
+    = False,
     record_shapes: Annotated[bool, typer.Option(
         help="torch-profiler: record operator input shapes")] = False,
     profile_memory: Annotated[bool, typer.Option(
