@@ -98,9 +98,12 @@ def test_training_compares_forward_only_counters_at_3x(tmp_path):
 
 def test_flops_profiler_patches_are_undone_in_process(tmp_path):
     originals = torch.bmm, torch.matmul, torch.nn.functional.linear, torch.Tensor.add
-    pa.profile_model(_model("mlp"), input_shapes=[(4, 784)], backends=["flops-profiler"],
-                     iters=3, warmup=1, out=tmp_path / "run")
+    report = pa.profile_model(_model("mlp"), input_shapes=[(4, 784)],
+                              backends=["flops-profiler"], iters=3, warmup=1,
+                              out=tmp_path / "run")
     assert (torch.bmm, torch.matmul, torch.nn.functional.linear, torch.Tensor.add) == originals
+    notes = [f["error"] for p in report.meta["passes"] for f in p["backend_failures"]]
+    assert notes == ["flops-profiler left patched, put back: torch.bmm"]
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
     assert torch.bmm(a, b).shape == (2, 3, 5)
 

@@ -11,6 +11,7 @@ in, and `finish(ctx)`, called in the orchestrator once that process has ended.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -67,6 +68,8 @@ class Backend:
     #: modules its start() imports; every pass of a run imports them before the target's
     #: clock starts, so that no pass's target time holds an import the others' do not
     imports: ClassVar[tuple[str, ...]] = ()
+    #: (module, distribution) pairs it cannot run without; `available` checks them
+    requires: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
@@ -76,6 +79,9 @@ class Backend:
     @classmethod
     def available(cls) -> tuple[bool, str]:
         """(True, "") when it can run here, else (False, the reason)."""
+        for module, distribution in cls.requires:
+            if importlib.util.find_spec(module) is None:
+                return False, f"{distribution} is not installed (pip install {distribution})"
         return True, ""
 
     def start(self, ctx: PassContext) -> None:

@@ -16,7 +16,6 @@ the streams are synchronised with it; the numbers are the current stream's.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from typing import Any
@@ -39,11 +38,13 @@ class CudaEvents(Backend):
     kind = "timer"
     measures = "device time of the run, of each region and step (CUDA events, no sync per region)"
     imports = ("torch",)
+    requires = (("torch", "torch"),)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed"
+        ok, reason = super().available()
+        if not ok:
+            return ok, reason
         if not _driver_present():
             return False, "CUDA not available (no NVIDIA driver found)"
         import torch

@@ -9,11 +9,9 @@ torch.Tensor it changed is put back here; planned in a pass of its own besides.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from profile_all.backends.base import Backend, Collected, PassContext
-from profile_all.backends.roots import RootModules, counting_copy
+from profile_all.backends.roots import RootCounter, counting_copy
 from profile_all.report.schema import row
 
 
@@ -38,42 +36,28 @@ def restore(saved: list[tuple[Any, dict[str, Any]]]) -> list[str]:
     return mended
 
 
-class FlopsProfiler(Backend):
+class FlopsProfiler(RootCounter):
     name = "flops-profiler"
-    kind = "counter"
     measures = "FLOPs, MACs, parameters and latency per root module and submodule (forward)"
-    imports = ("torch",)
+    requires = (("flops_profiler", "flops-profiler"),)
 
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        if importlib.util.find_spec("flops_profiler") is None:
-            return False, "flops-profiler is not installed (pip install flops-profiler)"
-        return True, ""
-
-    def start(self, ctx: PassContext) -> None:
-        self._rows: list[list[Any]] = []
-        self.mended: list[str] = []
-        self._roots = RootModules(self._count)
-        self._roots.start()
-        self.notes = self._roots.notes
-
-    def _count(self, name: str, module: Any, args: tuple) -> None:
+    def count(self, name: str, module: Any, args: tuple) -> list[list[Any]]:
         import torch
         from flops_profiler.profiler import FlopsProfiler as Profiler
+        from flops_profiler.profiler import _get_module_flops, _get_module_macs
 
         copy = counting_copy(module)
         saved = snapshot()
         profiler = Profiler(copy)
+        rows = []
         try:
             profiler.start_profile()
             with torch.no_grad():
                 copy(*args)
             # a module's __flops__ holds its own operations only; these sum its children too
-            from flops_profiler.profiler import _get_module_flops, _get_module_macs
-
             for path, sub in copy.named_modules():
                 label = f"{name}.{path}" if path else name
-                self._rows += [
+                rows += [
                     row("module", label, "flops", _get_module_flops(sub), unit="FLOP"),
                     row("module", label, "macs", _get_module_macs(sub), unit="MAC"),
                     row("module", label, "params", getattr(sub, "__params__", 0),
@@ -82,10 +66,8 @@ class FlopsProfiler(Backend):
             profiler.stop_profile()
             profiler.end_profile()
         finally:
-            self.mended += restore(saved)
-
-    def stop(self, ctx: PassContext) -> None:
-        self._roots.stop()
-
-    def collect(self, ctx: PassContext) -> Collected:
-        return Collected(self._rows)
+            mended = restore(saved)
+            if mended:
+                self.notes.append("flops-profiler left patched, put back: "
+                                  + ", ".join(sorted(mended)))
+        return rows

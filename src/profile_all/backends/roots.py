@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from profile_all.backends.base import Backend, Collected, PassContext
+
 
 class RootModules:
     def __init__(self, on_first_call: Callable[[str, Any, tuple], None]) -> None:
@@ -66,3 +68,26 @@ def counting_copy(module: Any) -> Any:
     duplicate = copy.deepcopy(module)
     duplicate.eval()
     return duplicate
+
+
+class RootCounter(Backend):
+    """A counter that counts each root module once, on its first call (thop,
+    flops-profiler): `count(name, module, args)` returns the rows of one root module."""
+
+    kind = "counter"
+    imports = ("torch",)
+
+    def count(self, name: str, module: Any, args: tuple) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def start(self, ctx: PassContext) -> None:
+        self._rows: list[list[Any]] = []
+        self._roots = RootModules(lambda *call: self._rows.extend(self.count(*call)))
+        self._roots.start()
+        self.notes = self._roots.notes
+
+    def stop(self, ctx: PassContext) -> None:
+        self._roots.stop()
+
+    def collect(self, ctx: PassContext) -> Collected:
+        return Collected(self._rows)

@@ -15,7 +15,6 @@ not, nothing is exported and the collision is reported as this backend's failure
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
@@ -36,12 +35,7 @@ class TorchProfiler(Backend):
                 "kernels, regions")
     native_file = "torch_trace.json.gz (Perfetto, TensorBoard, HTA)"
     imports = ("torch",)
-
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed"
-        return True, ""
+    requires = (("torch", "torch"),)
 
     def start(self, ctx: PassContext) -> None:
         import torch
