@@ -64,9 +64,11 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
         assert (run_dir / "artifacts" / "cprofile.prof").is_file()
         assert report.functions()["calls"].sum() > 0
     assert "finished" not in result.stdout
-    if how == "raise":  # the target's traceback, as python prints it
+    if how == "raise":  # the target's traceback, as python prints it: its frames only
         assert "RuntimeError: boom from the target" in result.stderr
-        assert "regions_then.py" in result.stderr
+        traceback = result.stderr[result.stderr.index("Traceback"):]
+        assert "regions_then.py" in traceback
+        assert "runpy" not in traceback and "profile_all" not in traceback
 
 
 def test_timeout_stops_each_pass_and_exits_124(tmp_path):

@@ -50,7 +50,7 @@ def _exit_status(error: SystemExit) -> tuple[int, str]:
 
 
 _OWN_FILES = (os.path.dirname(profile_all.__file__),
-              os.path.join(os.path.dirname(os.__file__), "runpy"))
+              os.path.join(os.path.dirname(os.__file__), "runpy"), "<frozen runpy>")
 
 
 def _print_target_traceback(error: BaseException) -> None:
