@@ -29,7 +29,12 @@ def test_train_mlp_report_files(mlp_run):
     assert f"Report: {run_dir}" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
-    assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter"}
+    assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter",
+                                     "derived"}
+    # achieved FLOP/s of each region: flop-counter's FLOPs over the wall clock's median
+    achieved = frame[(frame["backend"] == "derived") & (frame["metric"] == "achieved_flops")]
+    assert set(achieved["name"]) == {"train_step", "forward", "backward"}
+    assert (achieved["value"] > 0).all()
     assert pd.read_csv(run_dir / "report.csv").shape == frame.shape
     assert pstats.Stats(str(run_dir / "artifacts" / "cprofile.prof")).total_calls > 0
     meta = json.loads((run_dir / "meta.json").read_text())

@@ -39,7 +39,7 @@ def region_achieved_flops_rows(rows: list[list[Any]]) -> list[list[Any]]:
     flops = frame[(frame["backend"] == "flop-counter") & (frame["scope"] == "region")
                   & (frame["metric"] == "flops") & (frame["stat"] == "mean")]
     out = []
-    for _, counted in flops.iterrows():
+    for _, counted in flops[flops["value"] > 0].iterrows():  # no FLOPs counted: no rate
         for backend, metric in (("cuda-events", "gpu_time"), ("wallclock", "wall_time")):
             timed = frame[(frame["backend"] == backend) & (frame["scope"] == "region")
                           & (frame["name"] == counted["name"])
