@@ -66,7 +66,9 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
     assert "finished" not in result.stdout
     if how == "raise":  # the target's traceback, as python prints it: its frames only
         assert "RuntimeError: boom from the target" in result.stderr
-        traceback = result.stderr[result.stderr.index("Traceback"):]
+        start = result.stderr.index("Traceback")
+        end = result.stderr.index("RuntimeError: boom from the target", start)
+        traceback = result.stderr[start:end]
         assert "regions_then.py" in traceback
         assert "runpy" not in traceback and "profile_all" not in traceback
 
