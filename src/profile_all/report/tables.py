@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -66,42 +67,38 @@ def passes_table(report: Report) -> pd.DataFrame:
     return shown
 
 
-def functions_table(report: Report, top: int) -> pd.DataFrame:
-    functions = report.functions(top)
-    return pd.DataFrame({
-        "function": functions["name"],
-        "calls": functions["calls"].map(fmt_count),
-        "self": functions["self_time"].map(fmt_seconds),
-        "cumulative": functions["cumulative_time"].map(fmt_seconds),
-    })
-
-
 def fmt_giga(value: Any) -> str:
     return "" if value is None or pd.isna(value) else f"{value / 1e9:.3g}"
 
 
-_OPERATOR_COLUMNS = [("calls", "calls", fmt_count), ("cpu_time", "CPU total", fmt_seconds),
-                     ("self_time", "CPU self", fmt_seconds),
-                     ("gpu_time", "device total", fmt_seconds),
-                     ("self_gpu_time", "device self", fmt_seconds), ("flops", "GFLOP", fmt_giga)]
+Column = tuple[str, str, Callable[[Any], str]]  # (metric in the view, label, formatter)
 
 
-def operators_table(report: Report, top: int) -> pd.DataFrame:
-    operators = report.operators(top)
-    shown = pd.DataFrame({"operator": operators["name"]})
-    for metric, label, fmt in _OPERATOR_COLUMNS:
-        if metric in operators.columns:
-            shown[label] = operators[metric].map(fmt)
+def _shown(view: pd.DataFrame, name_label: str, columns: list[Column]) -> pd.DataFrame:
+    """A view's name column and those of `columns` it has, formatted for display."""
+    shown = pd.DataFrame({name_label: view["name"]})
+    for metric, label, fmt in columns:
+        if metric in view.columns:
+            shown[label] = view[metric].map(fmt)
     return shown
 
 
+def functions_table(report: Report, top: int) -> pd.DataFrame:
+    return _shown(report.functions(top), "function", [
+        ("calls", "calls", fmt_count), ("self_time", "self", fmt_seconds),
+        ("cumulative_time", "cumulative", fmt_seconds)])
+
+
+def operators_table(report: Report, top: int) -> pd.DataFrame:
+    return _shown(report.operators(top), "operator", [
+        ("calls", "calls", fmt_count), ("cpu_time", "CPU total", fmt_seconds),
+        ("self_time", "CPU self", fmt_seconds), ("gpu_time", "device total", fmt_seconds),
+        ("self_gpu_time", "device self", fmt_seconds), ("flops", "GFLOP", fmt_giga)])
+
+
 def kernels_table(report: Report, top: int) -> pd.DataFrame:
-    kernels = report.kernels(top)
-    return pd.DataFrame({
-        "kernel": kernels["name"],
-        "calls": kernels["calls"].map(fmt_count),
-        "device time": kernels["gpu_time"].map(fmt_seconds),
-    })
+    return _shown(report.kernels(top), "kernel", [
+        ("calls", "calls", fmt_count), ("gpu_time", "device time", fmt_seconds)])
 
 
 def latency_table(report: Report) -> pd.DataFrame:
