@@ -44,3 +44,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def value_of(frame, **criteria) -> float:
+    """The one value of the report rows matching every column=value given (stat defaults
+    to total); fails when none or several match."""
+    criteria.setdefault("stat", "total")
+    picked = frame
+    for column, wanted in criteria.items():
+        picked = picked[picked[column] == wanted]
+    return picked["value"].item()
+
+
+def measured_frame(rows):
+    """A backend's or reader's rows (MEASURED columns) as a DataFrame."""
+    import pandas as pd
+
+    from profile_all.report.schema import MEASURED
+
+    return pd.DataFrame(rows, columns=MEASURED)

@@ -10,19 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import measured_frame, value_of
 from profile_all.ingest import IngestError, chrome_trace
 from profile_all.ingest.trace_analysis import operator_frame, trace_rows
-from profile_all.report.schema import MEASURED
 
 
 def _rows(trace) -> pd.DataFrame:
-    return pd.DataFrame(trace_rows(trace), columns=MEASURED)
+    return measured_frame(trace_rows(trace))
 
 
 def _value(rows, scope, name, metric, stat="total"):
-    picked = rows[(rows["scope"] == scope) & (rows["name"] == name) & (rows["metric"] == metric)
-                  & (rows["stat"] == stat)]
-    return picked["value"].item()
+    return value_of(rows, scope=scope, name=name, metric=metric, stat=stat)
 
 
 @pytest.mark.parametrize("chunk_bytes", [chrome_trace.CHUNK_BYTES, 4096])

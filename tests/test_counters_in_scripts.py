@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import profile_all as pa
-from conftest import EXAMPLES, profile_all
+from conftest import EXAMPLES, profile_all, value_of
 
 STEPS, BATCH = 12, 16
 MLP = [(784, 256), (256, 128), (128, 10)]  # scripts/examples/train_mlp.py
@@ -29,10 +29,8 @@ def test_counters_leave_the_script_s_results_unchanged(tmp_path):
     frame = report.frame
 
     def value(backend, scope, name, metric, stat="total"):
-        picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
-                       & (frame["name"] == name) & (frame["metric"] == metric)
-                       & (frame["stat"] == stat)]
-        return picked["value"].item()
+        return value_of(frame, backend=backend, scope=scope, name=name, metric=metric,
+                        stat=stat)
 
     assert value("flop-counter", "run", "run", "flops") == STEPS * (FORWARD + BACKWARD)
     assert value("flop-counter", "step", "step", "flops", "mean") == FORWARD + BACKWARD

@@ -8,19 +8,17 @@ import sqlite3
 import pandas as pd
 import pytest
 
+from conftest import measured_frame, value_of
 from profile_all.ingest import IngestError
 from profile_all.ingest.nsys_sqlite import read_nsys
-from profile_all.report.schema import MEASURED
 
 
 def _rows(path) -> pd.DataFrame:
-    return pd.DataFrame(read_nsys(path), columns=MEASURED)
+    return measured_frame(read_nsys(path))
 
 
 def _value(rows, scope, name, metric, stat="total"):
-    picked = rows[(rows["scope"] == scope) & (rows["name"] == name) & (rows["metric"] == metric)
-                  & (rows["stat"] == stat)]
-    return picked["value"].item()
+    return value_of(rows, scope=scope, name=name, metric=metric, stat=stat)
 
 
 @pytest.fixture

@@ -5,15 +5,12 @@ from __future__ import annotations
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, value_of
 from profile_all.ingest import chrome_trace
 
 
 def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
-    picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
-                   & (frame["name"] == name) & (frame["metric"] == metric)
-                   & (frame["stat"] == stat)]
-    return picked["value"].item()
+    return value_of(frame, backend=backend, scope=scope, name=name, metric=metric, stat=stat)
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
 import pytest
 
 import profile_all as pa
+from conftest import measured_frame, value_of
 from profile_all import regions
 from profile_all.backends.base import PassContext
 from profile_all.backends.wallclock import WallClock
-from profile_all.report.schema import MEASURED
 
 
 @pytest.fixture
@@ -21,10 +20,7 @@ def ctx(tmp_path):
 
 
 def _value(rows, scope, name, metric, stat):
-    frame = pd.DataFrame(rows, columns=MEASURED)
-    picked = frame[(frame["scope"] == scope) & (frame["name"] == name)
-                   & (frame["metric"] == metric) & (frame["stat"] == stat)]
-    return picked["value"].item()
+    return value_of(measured_frame(rows), scope=scope, name=name, metric=metric, stat=stat)
 
 
 def test_region_and_step_statistics(ctx):
@@ -66,5 +62,5 @@ def test_journal_recovers_what_a_killed_process_measured(ctx):
     rows = WallClock.recover(ctx).rows
     assert _value(rows, "region", "inner", "calls", "total") == 1
     assert _value(rows, "region", "inner", "wall_time", "total") >= 0.25
-    frame = pd.DataFrame(rows, columns=MEASURED)
+    frame = measured_frame(rows)
     assert set(frame.loc[frame["name"] == "inner", "parent"]) == {"outer"}
