@@ -12,8 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report.schema import COLUMNS
-
 FORWARD_ONLY_COUNTERS = ("thop", "flops-profiler")
 
 
@@ -32,10 +30,9 @@ def iteration_flops(frame: pd.DataFrame, train: bool) -> tuple[float, str] | Non
     return None
 
 
-def region_achieved_flops_rows(rows: list[list[Any]]) -> list[list[Any]]:
+def region_achieved_flops_rows(frame: pd.DataFrame) -> list[list[Any]]:
     """Per region: flop-counter's FLOPs per call / a timer's median time of the region
     (device time from cuda-events when it ran, else wallclock's host time)."""
-    frame = pd.DataFrame(rows, columns=COLUMNS)
     flops = frame[(frame["backend"] == "flop-counter") & (frame["scope"] == "region")
                   & (frame["metric"] == "flops") & (frame["stat"] == "mean")]
     out = []
@@ -53,10 +50,10 @@ def region_achieved_flops_rows(rows: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
-def achieved_flops_rows(rows: list[list[Any]],
+def achieved_flops_rows(frame: pd.DataFrame,
                         peak_flops: float | None) -> tuple[list[list[Any]], str | None]:
-    """Rows of achieved FLOP/s (and the fraction of `peak_flops`), and the counter used."""
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    """Rows of a model's achieved FLOP/s (and the fraction of `peak_flops`), and the counter
+    whose FLOPs were used; `frame` holds the measured rows (report columns)."""
     latency = frame[(frame["backend"] == "bench") & (frame["metric"] == "latency")
                     & (frame["stat"] == "median")]
     if latency.empty:

@@ -22,6 +22,7 @@ from time import perf_counter
 from typing import Any, BinaryIO, Protocol
 
 import orjson
+import pandas as pd
 
 from profile_all import backends, derived, environment
 from profile_all.backends.base import PassContext
@@ -29,6 +30,7 @@ from profile_all.errors import UsageError
 from profile_all.passrun import PassRun
 from profile_all.plan import Pass, plan_passes
 from profile_all.report.report import FORMAT_VERSION, Report
+from profile_all.report.schema import COLUMNS
 from profile_all.report.store import save
 from profile_all.rundir import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
@@ -261,12 +263,13 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         meta["model"] = {**target.to_spec(), **next(
             (r["target_facts"] for r in results if r.get("target_facts")), {})}
     rows = [row for result in results for row in result["rows"]]
+    measured = pd.DataFrame(rows, columns=COLUMNS)
+    extra = derived.region_achieved_flops_rows(measured)
     if is_model:
-        achieved, counter = derived.achieved_flops_rows(rows, peak_flops)
-        rows += achieved
+        achieved, counter = derived.achieved_flops_rows(measured, peak_flops)
+        extra += achieved
         meta["model"].update(flops_counted_by=counter, peak_flops=peak_flops)
-    rows += derived.region_achieved_flops_rows(rows)
-    report = Report.from_rows(rows, meta)
+    report = Report.from_rows(rows + extra, meta)
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
