@@ -1,0 +1,214 @@
+"""memory (sampler): resident memory over time, per run and per region, with memory_profiler.
+
+A separate process (profile_all.memory_sampler) samples this process's RSS by pid every
+`interval` seconds (CLI `--memory-interval`, default 0.01 s), and each child process's
+(DataLoader workers) separately. Regions are placed on that timeline by their epoch
+timestamps: a region's peak is the largest sample from the last one taken before it opened
+to the last one taken before it closed, and its increase is that peak minus the first of
+those. A sample after the region closed is never its, so a region shorter than the
+interval may show none of its memory: lower the interval for short regions.
+
+With CUDA in use, `torch.cuda.max_memory_allocated` / `max_memory_reserved` are read per
+region and for the run: the peak counter is reset when a region opens, and a region's peak
+is folded into its parent's when it closes, so nested regions do not hide each other.
+
+`lines=["module:function", ...]` (CLI `--memory-lines`) adds memory_profiler's
+line-by-line memory of those functions, and of any decorated with its `@profile`.
+
+Writes `artifacts/mprofile.dat` in memory_profiler's own format (`mprof plot`,
+`mprof peak`), with a FUNC line per region call (at most FUNC_LINES_PER_REGION each).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.report.schema import row
+
+DEFAULT_INTERVAL = 0.01
+FUNC_LINES_PER_REGION = 2000
+
+
+def _samples_path(ctx: PassContext) -> Path:
+    return ctx.scratch_dir / f"memory.pass{ctx.pass_index}.rank{ctx.rank}.samples"
+
+
+class CudaPeaks:
+    """Peak allocated and reserved device memory per region, reset as regions open."""
+
+    def __init__(self, torch: Any) -> None:
+        self._cuda = torch.cuda
+        self._stack: list[list[float]] = []
+        self.run_peak = [0.0, 0.0]
+        self.regions: dict[tuple[str, str], list[float]] = {}
+
+    def _current(self) -> list[float]:
+        return [self._cuda.max_memory_allocated(), self._cuda.max_memory_reserved()]
+
+    def _fold(self, peak: list[float]) -> None:
+        into = self._stack[-1] if self._stack else self.run_peak
+        into[0], into[1] = max(into[0], peak[0]), max(into[1], peak[1])
+
+    def enter(self) -> bool:
+        if not self._cuda.is_initialized():
+            return False
+        self._fold(self._current())
+        self._cuda.reset_peak_memory_stats()
+        self._stack.append([0.0, 0.0])
+        return True
+
+    def exit(self, key: tuple[str, str]) -> None:
+        own = self._stack.pop()
+        current = self._current()
+        peak = [max(own[0], current[0]), max(own[1], current[1])]
+        self._fold(peak)
+        seen = self.regions.setdefault(key, [0.0, 0.0])
+        seen[0], seen[1] = max(seen[0], peak[0]), max(seen[1], peak[1])
+
+    def finish(self) -> None:
+        if self._cuda.is_initialized():
+            self._fold(self._current())
+
+
+class Memory(Backend):
+    name = "memory"
+    kind = "sampler"
+    measures = ("resident memory over time, peak and increase per region (memory_profiler, "
+                "sampled from outside); CUDA peaks per region; line-by-line on request")
+    native_file = "mprofile.dat (mprof plot)"
+    requires = (("memory_profiler", "memory_profiler"), ("psutil", "psutil"))
+
+    def start(self, ctx: PassContext) -> None:
+        self._ctx = ctx
+        self._interval = float(self.options.get("interval", DEFAULT_INTERVAL))
+        self._calls: dict[tuple[str, str], tuple[array, array]] = {}
+        self._pid = os.getpid()
+        self._cuda = self._cuda_peaks()
+        self._lines = None
+        if self.options.get("lines"):
+            from profile_all.backends.memory_lines import LineMemory, parse_specs
+
+            stem = Path(ctx.command[1]).stem if len(ctx.command) > 1 else ""
+            self._lines = LineMemory(parse_specs(self.options["lines"]), stem)
+        self._path = _samples_path(ctx)
+        self._started = time.time()
+        self._sampler = subprocess.Popen(
+            [sys.executable, "-m", "profile_all.memory_sampler", str(self._pid),
+             str(self._interval), str(self._path)], stdin=subprocess.DEVNULL)
+        self._wait_for_first_sample()
+        if self._lines:
+            self._lines.start()
+
+    def _wait_for_first_sample(self, patience: float = 10.0) -> None:
+        """The sampler takes a while to import; the target starts once it is sampling."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline and self._sampler.poll() is None:
+            if self._path.exists() and self._path.stat().st_size > 0:
+                return
+            time.sleep(0.005)
+        self.notes.append("the memory sampler had written nothing after "
+                          f"{patience:g} s; the timeline may miss the start")
+
+    def _cuda_peaks(self) -> CudaPeaks | None:
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_available():
+            return None
+        return CudaPeaks(torch)
+
+    def enter(self, name: str, parent: str) -> tuple[float, bool]:
+        return time.time(), self._cuda is not None and self._cuda.enter()
+
+    def exit(self, name: str, parent: str, token: tuple[float, bool]) -> None:
+        if os.getpid() != self._pid:
+            return
+        starts, ends = self._calls.get((name, parent)) or self._calls.setdefault(
+            (name, parent), (array("d"), array("d")))
+        starts.append(token[0])
+        ends.append(time.time())
+        if token[1]:
+            self._cuda.exit((name, parent))
+
+    def stop(self, ctx: PassContext) -> None:
+        if self._lines:
+            self._lines.stop()
+        self._ended = time.time()
+        time.sleep(self._interval)  # one more sample after the target's last work
+        self._sampler.terminate()
+        self._sampler.wait()
+        if self._cuda:
+            self._cuda.finish()
+
+    def collect(self, ctx: PassContext) -> Collected:
+        from profile_all.backends.memory_rows import region_rows, run_rows, timeline
+        from profile_all.ingest import mprofile
+
+        profile = mprofile.read(self._path)
+        rows = run_rows(profile, self._started) + region_rows(profile, self._calls)
+        if self._cuda:
+            rows += [row("run", "run", "gpu_mem_peak", self._cuda.run_peak[0], stat="max",
+                         unit="B"),
+                     row("run", "run", "gpu_mem_reserved_peak", self._cuda.run_peak[1],
+                         stat="max", unit="B")]
+            for (name, parent), (allocated, reserved) in self._cuda.regions.items():
+                rows += [row("region", name, "gpu_mem_peak", allocated, stat="max",
+                             parent=parent, unit="B"),
+                         row("region", name, "gpu_mem_reserved_peak", reserved, stat="max",
+                             parent=parent, unit="B")]
+        if self._lines:
+            rows += [row("line", name, metric, value, stat=stat, parent=function, unit=unit)
+                     for name, function, metric, value, stat, unit in self._lines.rows()]
+        rows += timeline(profile, self._started)
+        dat = ctx.artifact_path("mprofile.dat")
+        functions, capped = _functions(profile, self._calls)
+        if capped:
+            self.notes.append(f"mprofile.dat holds the first {FUNC_LINES_PER_REGION} calls of "
+                              f"{', '.join(capped)}; the rows count them all")
+        mprofile.write(dat, " ".join(ctx.command), self._path.read_text().splitlines(True),
+                       functions)
+        self._path.unlink(missing_ok=True)
+        return Collected(rows, [Artifact(self.name, f"artifacts/{dat.name}", "mprof",
+                                         f"mprof plot {{run_dir}}/artifacts/{dat.name}")])
+
+    @classmethod
+    def recover(cls, ctx: PassContext) -> Collected:
+        """The timeline and the run's peak, from the sampler's file; regions are lost."""
+        from profile_all.backends.memory_rows import run_rows, timeline
+        from profile_all.ingest import mprofile
+
+        path = _samples_path(ctx)
+        if not path.exists():
+            return Collected()
+        profile = mprofile.read(path)
+        if not len(profile.times):
+            return Collected()
+        return Collected(run_rows(profile, profile.times[0]) + timeline(profile,
+                                                                       profile.times[0]))
+
+
+def _functions(profile: Any, calls: dict[tuple[str, str], tuple[array, array]]
+               ) -> tuple[list[tuple[str, float, float, float, float, int]], list[str]]:
+    """FUNC entries for mprofile.dat: each region call with the RSS at its start and end."""
+    import numpy as np
+
+    functions, capped = [], []
+    if not len(profile.times):
+        return functions, capped
+    for (name, parent), (starts, ends) in calls.items():
+        path = f"{parent}/{name}" if parent else name
+        if len(starts) > FUNC_LINES_PER_REGION:
+            capped.append(path)
+        starts = np.frombuffer(starts, dtype="d")[:FUNC_LINES_PER_REGION]
+        ends = np.frombuffer(ends, dtype="d")[:FUNC_LINES_PER_REGION]
+        at_start = profile.rss[np.searchsorted(profile.times, starts, "right").clip(1) - 1]
+        at_end = profile.rss[np.searchsorted(profile.times, ends, "right").clip(1) - 1]
+        level = path.count("/")
+        functions += [(path, s, e, m0, m1, level)
+                      for s, e, m0, m1 in zip(starts, ends, at_start, at_end, strict=True)]
+    return functions, capped

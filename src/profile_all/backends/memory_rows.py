@@ -1,0 +1,74 @@
+"""The memory backend's rows, from its samples (an Mprofile) and its regions' timestamps.
+
+The timeline's rows are scope `memory`, name `process` or `children` (all child processes
+summed), metric `rss`, and the sample's time in the stat column as `t=<seconds since the
+pass's target started>`: the schema has no time column, and Report.memory() turns them
+back into a table.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import numpy as np
+
+from profile_all.ingest.mprofile import Mprofile
+from profile_all.report.schema import row
+
+TIMELINE_POINTS = 5000
+
+
+def run_rows(profile: Mprofile, started: float) -> list[list[Any]]:
+    if not len(profile.rss):
+        return []
+    rows = [row("run", "run", "peak_rss", profile.rss.max(), stat="max", unit="B"),
+            row("run", "run", "baseline_rss", profile.rss[0], stat="value", unit="B"),
+            row("run", "run", "memory_samples", len(profile.rss), unit="count")]
+    if profile.children:
+        rows += [row("run", "run", "peak_rss_children", profile.children_total().max(),
+                     stat="max", unit="B"),
+                 row("run", "run", "child_processes", len(profile.children), unit="count")]
+    return rows
+
+
+def region_rows(profile: Mprofile, calls: dict[tuple[str, str], tuple[array, array]]
+                ) -> list[list[Any]]:
+    """Per region: the peak RSS over its calls, and the largest increase within one call."""
+    times, rss = profile.times, profile.rss
+    if not len(times):
+        return []
+    padded = np.append(rss, -np.inf)  # reduceat needs an index past the last sample
+    rows = []
+    for (name, parent), (starts, ends) in calls.items():
+        starts, ends = np.frombuffer(starts, dtype="d"), np.frombuffer(ends, dtype="d")
+        first = np.searchsorted(times, starts, "right").clip(1) - 1
+        last = np.searchsorted(times, ends, "right").clip(1) - 1
+        bounds = np.column_stack([first, last + 1]).ravel()
+        peaks = np.maximum.reduceat(padded, bounds)[::2]
+        increase = (peaks - rss[first]).max()
+        rows += [row("region", name, "peak_rss", peaks.max(), stat="max", parent=parent,
+                     unit="B"),
+                 row("region", name, "rss_increase", increase, stat="max", parent=parent,
+                     unit="B")]
+    return rows
+
+
+def _bucket_max(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most TIMELINE_POINTS points, each the largest of its bucket, so no peak is lost."""
+    if len(values) <= TIMELINE_POINTS:
+        return times, values
+    edges = np.linspace(0, len(values), TIMELINE_POINTS + 1).astype(int)[:-1]
+    return times[edges], np.maximum.reduceat(values, edges)
+
+
+def timeline(profile: Mprofile, started: float) -> list[list[Any]]:
+    series = [("process", profile.rss)]
+    if profile.children:
+        series.append(("children", profile.children_total()))
+    rows = []
+    for name, values in series:
+        times, values = _bucket_max(profile.times - started, values)
+        rows += [row("memory", name, "rss", value, stat=f"t={offset:.4f}", unit="B")
+                 for offset, value in zip(times, values, strict=True)]
+    return rows

@@ -1,0 +1,87 @@
+"""memory_profiler's mprofile `.dat` format: read it, and write it from our own samples.
+
+The format is what `mprof run` writes and `mprof plot` / `mprof peak` read, a line each:
+`CMDLINE <command>`, `MEM <MiB> <epoch>`, `CHLD <child> <MiB> <epoch>`, and
+`FUNC <name> <MiB at start> <epoch start> <MiB at end> <epoch end> <stack level>`.
+mprof splits a FUNC line on single spaces, so a name's whitespace is written as `_`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MIB = 2**20
+
+
+@dataclass
+class Mprofile:
+    """Times are epoch seconds; memory in bytes."""
+
+    command: str = ""
+    times: np.ndarray = field(default_factory=lambda: np.empty(0))
+    rss: np.ndarray = field(default_factory=lambda: np.empty(0))
+    #: child pid -> (times, rss)
+    children: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: (name, start, end, rss at start, rss at end, level)
+    functions: list[tuple[str, float, float, float, float, int]] = field(default_factory=list)
+
+    def children_total(self) -> np.ndarray:
+        """The children's summed RSS at each of the process's sample times."""
+        total = np.zeros_like(self.rss)
+        for times, rss in self.children.values():
+            index = np.searchsorted(self.times, times).clip(0, len(self.times) - 1)
+            np.add.at(total, index, rss)
+        return total
+
+
+def read(path: str | Path) -> Mprofile:
+    """Parse an mprofile file; ValueError names the first line that is not the format."""
+    profile = Mprofile()
+    times, rss = [], []
+    children: dict[str, tuple[list[float], list[float]]] = {}
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            field_name, _, value = line.rstrip("\n").partition(" ")
+            try:
+                if field_name == "MEM":
+                    mib, stamp = value.split()
+                    rss.append(float(mib) * MIB)
+                    times.append(float(stamp))
+                elif field_name == "CHLD":
+                    child, mib, stamp = value.split()
+                    series = children.setdefault(child, ([], []))
+                    series[0].append(float(stamp))
+                    series[1].append(float(mib) * MIB)
+                elif field_name == "FUNC":
+                    parts = value.split(" ")
+                    name, mem_start, start, mem_end, end = parts[:5]
+                    level = int(parts[5]) if len(parts) > 5 else 0
+                    profile.functions.append((name, float(start), float(end),
+                                              float(mem_start) * MIB, float(mem_end) * MIB,
+                                              level))
+                elif field_name == "CMDLINE":
+                    profile.command = value
+                elif line.strip():
+                    raise ValueError(f"unknown field {field_name!r}")
+            except ValueError as error:
+                raise ValueError(f"{path}:{number}: not an mprofile line: {error}") from None
+    profile.times, profile.rss = np.array(times), np.array(rss)
+    profile.children = {child: (np.array(t), np.array(m)) for child, (t, m) in children.items()}
+    return profile
+
+
+def write(path: str | Path, command: str, samples: Iterable[str],
+          functions: Iterable[tuple[str, float, float, float, float, int]]) -> None:
+    """`samples` are MEM and CHLD lines as the sampler wrote them; functions as in Mprofile."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(f"CMDLINE {command}\n")
+        out.writelines(samples)
+        for name, start, end, mem_start, mem_end, level in functions:
+            name = re.sub(r"\s", "_", name)
+            out.write(f"FUNC {name} {mem_start / MIB:.4f} {start:.4f} "
+                      f"{mem_end / MIB:.4f} {end:.4f} {level}\n")

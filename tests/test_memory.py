@@ -1,0 +1,92 @@
+"""The memory backend: RSS sampled from outside by pid, regions on the timeline, children
+apart, line-by-line memory, and an mprofile.dat that memory_profiler's own mprof reads."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import profile_all as pa
+from conftest import TARGETS, profile_all, value_of
+
+MIB = 2**20
+MPROF = shutil.which("mprof") or str(Path(sys.executable).with_name("mprof"))
+
+
+def _memory_rows(run_dir: Path):
+    frame = pa.load(run_dir).frame
+    return frame[frame["backend"] == "memory"]
+
+
+def test_region_peaks_and_mprofile_file(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "allocated" in done.stdout
+    rows = _memory_rows(out)
+    big = value_of(rows, scope="region", name="big", metric="rss_increase", stat="max")
+    small = value_of(rows, scope="region", name="small", metric="rss_increase", stat="max")
+    assert 95 * MIB <= big <= 140 * MIB
+    assert small < 10 * MIB
+    peak = value_of(rows, scope="run", metric="peak_rss", stat="max")
+    baseline = value_of(rows, scope="run", metric="baseline_rss", stat="value")
+    assert peak - baseline >= 95 * MIB
+    # no child process ran: the sampler, a child of the target, is not counted as one
+    assert rows[rows["metric"].isin(["peak_rss_children", "child_processes"])].empty
+    timeline = pa.load(out).memory()
+    assert len(timeline) >= 20 and timeline["time"].is_monotonic_increasing
+    assert timeline["process"].max() == peak
+
+    dat = out / "artifacts" / "mprofile.dat"
+    text = dat.read_text()
+    assert text.startswith("CMDLINE python ")
+    assert re.search(r"^FUNC big \S+ \S+ \S+ \S+ 0$", text, re.M)
+    mprof_peak = subprocess.run([MPROF, "peak", str(dat)], capture_output=True, text=True,
+                                check=True).stdout
+    assert abs(float(re.search(r"([\d.]+) MiB", mprof_peak).group(1)) - peak / MIB) < 0.01
+    plot = tmp_path / "plot.png"
+    subprocess.run([MPROF, "plot", "-o", str(plot), str(dat)], check=True,
+                   capture_output=True, env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_children_are_counted_apart(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
+                       "children")
+    assert done.returncode == 0, done.stderr
+    rows = _memory_rows(out)
+    assert value_of(rows, scope="run", metric="child_processes") == 1
+    assert value_of(rows, scope="run", metric="peak_rss_children", stat="max") >= 60 * MIB
+    assert "CHLD " in (out / "artifacts" / "mprofile.dat").read_text()
+    timeline = pa.load(out).memory()
+    assert timeline["children"].max() >= 60 * MIB
+
+
+def test_line_by_line_for_named_and_decorated_functions(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out,
+                       "--memory-lines", "allocates:grow")
+    assert done.returncode == 0, done.stderr
+    assert "Line #" not in done.stdout  # memory_profiler's own table is not printed
+    lines = pa.load(out).lines()
+    append = lines[lines["line"].str.contains("blocks.append", regex=False)]
+    assert append["calls"].item() == 5
+    assert 95 * MIB <= append["rss_increment"].item() <= 110 * MIB
+    decorated = lines[lines["line"].str.contains("kept = bytearray(30", regex=False)]
+    assert decorated["function"].item().endswith("(decorated)")
+    assert decorated["rss_increment"].item() >= 28 * MIB
+
+
+def test_a_killed_target_keeps_its_timeline(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
+                       "kill")
+    assert done.returncode == 137, done.stderr
+    assert "killed by SIGKILL" in done.stderr
+    rows = _memory_rows(out)
+    assert value_of(rows, scope="run", metric="peak_rss", stat="max") >= 95 * MIB
+    assert not pa.load(out).memory().empty
