@@ -24,13 +24,14 @@ def mlp_run(tmp_path_factory):
 def test_train_mlp_report_files(mlp_run):
     run_dir, result = mlp_run
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "artifacts", "meta.json", "report.csv", "report.parquet", "summary.md"]
+        "artifacts", "meta.json", "report.csv", "report.html", "report.parquet", "samples.parquet",
+        "summary.md"]
     assert "step   29" in result.stdout  # the script's own output passed through
     assert f"Report: {run_dir}" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
     assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter",
-                                     "derived"}
+                                     "memory", "derived"}
     # achieved FLOP/s of each region: flop-counter's FLOPs over the wall clock's median
     achieved = frame[(frame["backend"] == "derived") & (frame["metric"] == "achieved_flops")]
     assert set(achieved["name"]) == {"train_step", "forward", "backward"}
@@ -41,10 +42,11 @@ def test_train_mlp_report_files(mlp_run):
     assert meta["status"] == "complete" and meta["exit_code"] == 0
     assert meta["environment"]["torch"].startswith("2.")
     assert [p["backends"] for p in meta["passes"]] == [
-        ["wallclock"], ["cprofile"], ["torch-profiler"], ["flop-counter"]]
+        ["wallclock"], ["cprofile"], ["torch-profiler"], ["flop-counter"], ["memory"]]
     assert meta["passes"][0]["overhead"] == 1.0
     assert all(p["overhead"] > 0 for p in meta["passes"][1:])
     assert (run_dir / "artifacts" / "torch_trace.json.gz").is_file()
+    assert (run_dir / "artifacts" / "mprofile.dat").read_text().count("FUNC train_step ") == 30
 
 
 def test_train_mlp_regions_keep_their_parents(mlp_run):
@@ -70,7 +72,7 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
     for stat in ("mean", "median", "std", "min", "max", "p90"):
         assert f"wallclock.wall_time.{stat}" in summary.columns
     text = (mlp_run[0] / "summary.md").read_text()
-    assert "train_step/forward" in text and "Top 25 functions" in text
+    assert "train_step/forward" in text and "Functions by self time (cProfile)" in text
 
 
 def test_two_layer_net_with_wallclock_only(tmp_path):
@@ -86,4 +88,5 @@ def test_show_prints_the_summary(mlp_run):
     result = profile_all("show", mlp_run[0])
     assert result.returncode == 0, result.stderr
     assert "train_step/optimizer_step" in result.stdout
-    assert "Top 10 functions by self time" in result.stdout
+    assert "Functions by self time" in result.stdout
+    assert "more rows not shown (--top N to see more)" in result.stdout

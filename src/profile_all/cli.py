@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -71,6 +72,12 @@ def run(
         min=0, help="cuda-events: leave the first N steps out (said so in the report)")] = 0,
     nvtx_modules: Annotated[bool, typer.Option(
         help="nsys: an NVTX range per nn.Module forward too")] = False,
+    memory_interval: Annotated[float, typer.Option(
+        min=0.001, help="memory: seconds between two samples of the process's memory")]
+    = 0.01,
+    memory_lines: Annotated[list[str] | None, typer.Option(
+        metavar="MODULE:FUNCTION", help="memory: line-by-line memory of this function "
+        "(repeat; the script's own module is its file's stem)")] = None,
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     from profile_all import orchestrator
@@ -88,7 +95,8 @@ def run(
         timeout=timeout, observer=PassProgress(err_console), command=sys.argv,
         options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
                  "cuda-events": {"warmup_steps": warmup_steps},
-                 "nsys": {"module_ranges": nvtx_modules}})
+                 "nsys": {"module_ranges": nvtx_modules},
+                 "memory": {"interval": memory_interval, "lines": memory_lines or []}})
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
 
@@ -194,14 +202,72 @@ def list_backends() -> None:
     Console().print(table)
 
 
+class Format(str, Enum):
+    table = "table"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
 @app.command()
 @_one_line_errors
-def show(run_dir: Annotated[Path, typer.Argument(help="a run directory")]) -> None:
-    """Print a run's summary in the terminal."""
-    from profile_all.report import terminal
-    from profile_all.report.store import load
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", help="table (terminal), md (markdown), csv or json (every row)")]
+    = Format.table,
+    top: Annotated[int, typer.Option(min=1, help="rows of each long table shown")] = 10,
+    html: Annotated[bool, typer.Option(
+        "--html", help="(re)write RUN/report.html and print its path")] = False,
+) -> None:
+    """Print a run's report: its tables, or every row as CSV or JSON."""
+    from profile_all.report.formats import render_to
+    from profile_all.report.store import load, write_html
 
-    terminal.render(load(run_dir), Console())
+    report = load(run_dir)
+    if html:
+        print(write_html(report))
+        return
+    render_to(report, format.value, top, sys.stdout)
+
+
+@app.command()
+@_one_line_errors
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="the run before the change")],
+    run_b: Annotated[Path, typer.Argument(help="the run after it")],
+    fail_above: Annotated[float | None, typer.Option(
+        metavar="PCT", help="exit 1 when a region got slower, beyond the noise, by more "
+        "than PCT percent (for CI)")] = None,
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", help="table, md, csv or json")] = Format.table,
+) -> None:
+    """Compare two runs: each region's change in time, with its 95% interval and verdict."""
+    from profile_all.report import tables
+    from profile_all.report.compare import slower_than
+    from profile_all.report.store import load
+    from profile_all.report.terminal import rich_table
+
+    table = load(run_a).compare(load(run_b))
+    if format is Format.table:
+        console = Console()
+        console.print(rich_table("Change from A to B (b / a - 1)",
+                                     tables.compare_table(table)))
+        console.print(f"A: {run_a}\nB: {run_b}", highlight=False)
+    elif format is Format.md:
+        print(tables.compare_table(table).to_markdown(index=False))
+    elif format is Format.csv:
+        table.to_csv(sys.stdout, index=False)
+    else:
+        print(table.to_json(orient="records"))
+    if fail_above is not None:
+        slower = slower_than(table, fail_above)
+        if not slower.empty:
+            names = ", ".join(f"{name} ({change:+.1%})" for name, change
+                              in zip(slower["name"], slower["change"], strict=True))
+            print(f"profile-all: slower by more than {fail_above:g}% beyond the noise: "
+                  f"{names}", file=sys.stderr)
+            raise typer.Exit(1)
 
 
 @app.command()

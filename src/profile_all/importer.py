@@ -37,6 +37,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     }
     report = Report.from_rows(rows, meta)
     run_dir = RunDirectory.create(out, "ingest")
+    report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report

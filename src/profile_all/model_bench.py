@@ -75,6 +75,7 @@ def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[An
              row("model", name, "warmup_iterations", timing.warmup, unit="count"),
              row("model", name, "batch_size", batch, stat="value", unit="count"),
              row("model", name, "fps", batch / stats["median"], stat="median", unit="1/s")]
+    target.samples = [("model", name, "", "latency", list(timing.samples))]
     facts = {"clock": timing.clock, "device": str(device), "region": name,
              "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"]}
     if target.batch_search:

@@ -143,17 +143,19 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
 def _recover(spec: dict[str, Any], return_code: int) -> dict[str, Any]:
     """The result of a worker that died without writing one: what its backends journaled."""
     ctx = _context(spec)
-    rows = []
+    rows, samples = [], []
     for name in spec["backends"]:
         recovered = backends.load(name).recover(ctx)
         rows += [[name, spec["pass"], 0, *measured] for measured in recovered.rows]
+        samples += [[name, spec["pass"], 0, *kept] for kept in recovered.samples]
     if return_code < 0:
         signame = signal.Signals(-return_code).name
         code, error = 128 - return_code, f"killed by {signame}"
     else:
         code, error = return_code, f"the worker exited with {return_code} without a result"
     return {"pass": spec["pass"], "rank": 0, "backends": spec["backends"], "rows": rows,
-            "artifacts": [], "backend_failures": [], "runtime": {}, "recovered": True,
+            "samples": samples, "artifacts": [], "backend_failures": [], "runtime": {},
+            "recovered": True,
             "outcome": {"status": "killed", "exit_code": code, "error": error,
                         "target_wall_time": None}}
 
@@ -269,7 +271,9 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         achieved, counter = derived.achieved_flops_rows(measured, peak_flops)
         extra += achieved
         meta["model"].update(flops_counted_by=counter, peak_flops=peak_flops)
-    report = Report.from_rows(rows + extra, meta)
+    samples = [kept for result in results for kept in result.get("samples", [])]
+    report = Report.from_rows(rows + extra, meta, samples)
+    report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report

@@ -110,7 +110,7 @@ class PassRun:
         self.ctx = PassContext(
             pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
             scratch_dir=Path(spec["scratch_dir"]), rank=spec.get("rank", 0),
-            world_size=spec.get("world_size", 1))
+            world_size=spec.get("world_size", 1), command=list(self.target.command))
         self.failures: list[dict[str, str]] = []
         self.started: list[Backend] = []
         self._result: dict[str, Any] | None = None
@@ -146,6 +146,7 @@ class PassRun:
                 self._guard(backend.name, "stop", error)
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows, artifacts = [["bench", *prefix, *measured] for measured in self.target_rows], []
+        samples = [["bench", *prefix, *kept] for kept in getattr(self.target, "samples", [])]
         for backend in self.started:
             try:
                 collected = backend.collect(self.ctx)
@@ -153,12 +154,14 @@ class PassRun:
                 self._guard(backend.name, "collect", error)
                 continue
             rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
+            samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
             self.failures += [{"backend": backend.name, "phase": "note", "error": note}
                               for note in backend.notes]
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
         self._result = {
             "pass": self.ctx.pass_index, "rank": self.ctx.rank, "backends": self.spec["backends"],
-            "outcome": asdict(outcome), "rows": rows, "artifacts": artifacts,
+            "outcome": asdict(outcome), "rows": rows, "samples": samples,
+            "artifacts": artifacts,
             "backend_failures": self.failures, "runtime": _runtime_environment(),
             "target_facts": getattr(self.target, "facts", {}),
         }

@@ -92,6 +92,8 @@ class ModelTarget:
     max_memory: float | None = None
     live_model: Any = field(default=None, repr=False)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: per-iteration latencies of the last benchmark, as backends' Collected.samples
+    samples: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def label(self) -> str:
@@ -140,6 +142,7 @@ class ModelTarget:
     def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
         from profile_all import model_bench
 
+        self.samples = []
         work, device = self._prepared()
         if mode != "bench":
             work.marked()

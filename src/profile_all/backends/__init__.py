@@ -22,11 +22,13 @@ BUILTIN = {
     "flop-counter": "profile_all.backends.flop_counter:FlopCounter",
     "thop": "profile_all.backends.thop_counter:Thop",
     "flops-profiler": "profile_all.backends.flops_profiler:FlopsProfiler",
+    "memory": "profile_all.backends.memory:Memory",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and
 #: the report says why)
-DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys", "flop-counter")
+DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys", "flop-counter",
+           "memory")
 
 #: what `profile-all model` runs when the user names no backend: besides the benchmark
 #: itself (the timing pass), every FLOP counter

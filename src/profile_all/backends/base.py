@@ -27,6 +27,8 @@ class PassContext:
     rank: int = 0
     world_size: int = 1
     options: dict[str, Any] = field(default_factory=dict)
+    #: the target's command line, as the user would type it without profile-all
+    command: list[str] = field(default_factory=list)
 
     def artifact_path(self, filename: str) -> Path:
         """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""
@@ -50,10 +52,24 @@ class Artifact:
                 "open_command": self.open_command}
 
 
+#: at most this many per-call samples of one region are kept (evenly spaced in time)
+MAX_SAMPLES = 10_000
+
+
+def kept_samples(values: Any) -> list[float]:
+    """`values` thinned to MAX_SAMPLES, evenly spaced, so that a hot region's samples stay small."""
+    count = len(values)
+    if count <= MAX_SAMPLES:
+        return list(values)
+    return [values[index * count // MAX_SAMPLES] for index in range(MAX_SAMPLES)]
+
+
 @dataclass
 class Collected:
     rows: list[list[Any]] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
+    #: per-call values, for comparing two runs: (scope, name, parent, metric, values)
+    samples: list[tuple[str, str, str, str, list[float]]] = field(default_factory=list)
 
 
 class Backend:

@@ -20,7 +20,7 @@ import os
 import shutil
 from typing import Any
 
-from profile_all.backends.base import Backend, Collected, PassContext
+from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.report.schema import row
 from profile_all.stats import summarize
 
@@ -120,10 +120,12 @@ class CudaEvents(Backend):
         if self._run_start is not None and self._run_end is not None:
             rows.append(row("run", "run", "gpu_time",
                             self._run_start.elapsed_time(self._run_end) * _MS))
+        kept = []
         for (name, parent), samples in self._samples.items():
             scope = "step" if parent is None else "region"
             parent = parent or ""
+            kept.append((scope, name, parent, "gpu_time", kept_samples(samples)))
             rows.append(row(scope, name, "calls", len(samples), parent=parent))
             rows += [row(scope, name, "gpu_time", value, stat=stat, parent=parent)
                      for stat, value in summarize(samples).items()]
-        return Collected(rows)
+        return Collected(rows, samples=kept)

@@ -28,7 +28,7 @@ from pathlib import Path
 from time import perf_counter, process_time
 from typing import Any
 
-from profile_all.backends.base import Backend, Collected, PassContext
+from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.report.schema import row
 from profile_all.stats import summarize
 
@@ -136,7 +136,9 @@ class WallClock(Backend):
         rows = [row("run", "run", "wall_time", self._run_wall),
                 row("run", "run", "cpu_time", self._run_cpu)]
         self._journal_path.unlink(missing_ok=True)
-        return Collected(rows + _sample_rows(self._samples))
+        collected = _collected(self._samples)
+        collected.rows[:0] = rows
+        return collected
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
@@ -161,14 +163,15 @@ class WallClock(Backend):
                 series = samples.setdefault((name, parent), (array("d"), array("d")))
                 series[0].extend(walls)
                 series[1].extend(cpus)
-        return Collected(_sample_rows(samples))
+        return _collected(samples)
 
 
-def _sample_rows(samples: Samples) -> list[list[Any]]:
-    rows = []
+def _collected(samples: Samples) -> Collected:
+    rows, kept = [], []
     for (name, parent), (walls, cpus) in samples.items():
         scope = "step" if parent is None else "region"
         parent = parent or ""
+        kept.append((scope, name, parent, "wall_time", kept_samples(walls)))
         rows.append(row(scope, name, "calls", len(walls), parent=parent))
         for stat, value in summarize(walls).items():
             rows.append(row(scope, name, "wall_time", value, stat=stat, parent=parent))
@@ -177,4 +180,4 @@ def _sample_rows(samples: Samples) -> list[list[Any]]:
             rows.append(row(scope, name, "cpu_time", cpu_total, parent=parent))
             rows.append(row(scope, name, "cpu_time", cpu_total / len(cpus), stat="mean",
                             parent=parent))
-    return rows
+    return Collected(rows, samples=kept)

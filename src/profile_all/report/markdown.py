@@ -7,17 +7,18 @@ import pandas as pd
 from profile_all.report import tables
 from profile_all.report.report import Report
 
-TOP_FUNCTIONS = 25
-TOP_OPERATORS = 25
+TOP = 25
 
 
-def _table(frame: pd.DataFrame) -> str:
+def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
     escaped = frame.map(lambda cell: str(cell).replace("|", "\\|"))
     escaped.columns = [str(column).replace("\n", " ") for column in frame.columns]
-    return escaped.to_markdown(index=False)
+    note = f"\n\n{left_out:,} more rows not shown." if left_out else ""
+    return escaped.to_markdown(index=False) + note
 
 
-def render(report: Report) -> str:
+def render(report: Report, top: int = TOP) -> str:
+    """The report as markdown; long tables cut to `top` rows, with a count of the rest."""
     meta = report.meta
     target = meta.get("target", {})
     out = [f"# profile-all: `{target.get('command', '')}`", "",
@@ -30,23 +31,18 @@ def render(report: Report) -> str:
             _table(tables.passes_table(report)), ""]
     for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
                          ("Batch-size search", tables.batches_table(report)),
-                         ("FLOP counters side by side", tables.counters_table(report)),
-                         ("Modules (FLOPs per counter)", tables.modules_table(report, 40))):
+                         ("FLOP counters side by side", tables.counters_table(report))):
         if not table.empty:
             out += [f"## {title}", "", _table(table), ""]
-    summary = tables.summary_table(report)
-    if not summary.empty:
-        out += ["## Run, steps and regions", "", _table(summary), ""]
-    functions = tables.functions_table(report, TOP_FUNCTIONS)
-    if not functions.empty:
-        out += [f"## Top {TOP_FUNCTIONS} functions by self time (cProfile)", "",
-                _table(functions), ""]
-    operators = tables.operators_table(report, TOP_OPERATORS)
-    if not operators.empty:
-        out += [f"## Top {TOP_OPERATORS} operators (torch.profiler)", "", _table(operators), ""]
-    kernels = tables.kernels_table(report, TOP_OPERATORS)
-    if not kernels.empty:
-        out += [f"## Top {TOP_OPERATORS} kernels by device time", "", _table(kernels), ""]
+    for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
+                         ("Run, steps and regions", tables.summary_table(report)),
+                         ("Functions by self time (cProfile)",
+                          tables.functions_table(report, None)),
+                         ("Operators (torch.profiler)", tables.operators_table(report, None)),
+                         ("Kernels by device time", tables.kernels_table(report, None)),
+                         ("Line-by-line memory", tables.lines_table(report))):
+        if not table.empty:
+            out += [f"## {title}", "", _table(*tables.cut(table, top)), ""]
     commands = tables.open_commands(report)
     if commands:
         out += ["## Native files", "",

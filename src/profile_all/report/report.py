@@ -1,8 +1,8 @@
 """The Report: one long, tidy DataFrame (`frame`, a row per measured value) and `meta`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
-`operators()`, `kernels()`, `passes()`, and for models `latency()`, `batches()`,
-`counters()`, `modules()`.
+`operators()`, `kernels()`, `memory()`, `lines()`, `passes()`, and for models `latency()`,
+`batches()`, `counters()`, `modules()`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report.schema import COLUMNS
+from profile_all.report.schema import COLUMNS, SAMPLE_COLUMNS
 
 #: version of the run-directory layout; `load` refuses a newer one
 FORMAT_VERSION = 1
@@ -22,18 +22,36 @@ _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
 _OPERATOR_METRICS = ["calls", "cpu_time", "self_time", "gpu_time", "self_gpu_time", "flops"]
 
 
+def empty_samples() -> pd.DataFrame:
+    return pd.DataFrame(columns=SAMPLE_COLUMNS).astype(
+        {"pass": "int64", "rank": "int64", "value": "float64"})
+
+
 class Report:
     def __init__(self, frame: pd.DataFrame, meta: dict[str, Any],
-                 run_dir: Path | None = None) -> None:
+                 run_dir: Path | None = None, samples: pd.DataFrame | None = None) -> None:
         self.frame = frame
         self.meta = meta
         self.run_dir = run_dir
+        #: a row per call of each timed region, step and model iteration (SAMPLE_COLUMNS)
+        self.samples = samples if samples is not None else empty_samples()
 
     @classmethod
-    def from_rows(cls, rows: list[list[Any]], meta: dict[str, Any]) -> Report:
+    def from_rows(cls, rows: list[list[Any]], meta: dict[str, Any],
+                  samples: list[list[Any]] | None = None) -> Report:
+        """`samples`: [backend, pass, rank, scope, name, parent, metric, [values]] each."""
         frame = pd.DataFrame(rows, columns=COLUMNS)
         frame = frame.astype({"pass": "int64", "rank": "int64", "value": "float64"})
-        return cls(frame, meta)
+        per_call = pd.DataFrame(samples or [], columns=SAMPLE_COLUMNS).explode("value")
+        per_call = per_call.dropna(subset=["value"]).astype(
+            {"pass": "int64", "rank": "int64", "value": "float64"}).reset_index(drop=True)
+        return cls(frame, meta, samples=per_call)
+
+    def compare(self, other: Report, **options: Any) -> pd.DataFrame:
+        """What changed from this run to `other`: see report.compare.compare."""
+        from profile_all.report.compare import compare
+
+        return compare(self, other, **options)
 
     @property
     def exit_code(self) -> int:
@@ -121,6 +139,28 @@ class Report:
 
         return modules(self.frame)
 
+    def memory(self) -> pd.DataFrame:
+        """The memory timeline: a row per sample, its time since the pass's target started
+        (s), and the RSS of the process and of its children summed (B)."""
+        rows = self.frame[self.frame["scope"] == "memory"]
+        if rows.empty:
+            return pd.DataFrame(columns=["pass", "rank", "time", "process", "children"])
+        rows = rows.assign(time=rows["stat"].str.removeprefix("t=").astype(float))
+        table = rows.pivot_table(index=["pass", "rank", "time"], columns="name",
+                                 values="value", sort=True).reset_index()
+        table.columns.name = None
+        return table
+
+    def lines(self) -> pd.DataFrame:
+        """Line-by-line memory (memory --memory-lines): a row per line of each function."""
+        rows = self.frame[self.frame["scope"] == "line"]
+        if rows.empty:
+            return pd.DataFrame(columns=["function", "line", "rss_increment", "rss", "calls"])
+        table = rows.pivot_table(index=["parent", "name"], columns="metric", values="value",
+                                 aggfunc="max", sort=False).reset_index()
+        table.columns.name = None
+        return table.rename(columns={"parent": "function", "name": "line"})
+
     def passes(self) -> pd.DataFrame:
         """A row per pass: its backends, how it ended, its time and its overhead."""
         columns = ["pass", "backends", "status", "exit_code", "target_wall_time",
@@ -130,6 +170,12 @@ class Report:
             return pd.DataFrame(columns=columns)
         table["backends"] = table["backends"].map(lambda names: "+".join(names) or "benchmark")
         return table[columns]
+
+    def _repr_html_(self) -> str:
+        """The HTML report's content, so that a Report displays itself in Jupyter."""
+        from profile_all.report import html
+
+        return html.body(self)
 
     def __repr__(self) -> str:
         where = f" at {self.run_dir}" if self.run_dir else ""

@@ -8,6 +8,10 @@ from typing import Any
 #: ("train_step/forward"), empty for top-level regions and for every other scope.
 COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "stat", "value", "unit"]
 
+#: Per-call samples (`Report.samples`, samples.parquet): a row per call of a region, step
+#: or model iteration, kept so that two runs can be compared with their spread.
+SAMPLE_COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "value"]
+
 #: Columns a backend fills; the worker adds backend, pass and rank.
 MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 

@@ -12,17 +12,36 @@ from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
 from profile_all.report import markdown
 from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.report.schema import COLUMNS
+from profile_all.report.schema import COLUMNS, SAMPLE_COLUMNS
 
 
 def save(report: Report, run_dir: Path) -> None:
-    """report.parquet, report.csv, summary.md and meta.json, each written whole or not at all."""
+    """report.parquet, report.csv, summary.md, report.html and meta.json, each written whole
+    or not at all, into `run_dir`: the run directory, or the folder it is built in before
+    it is renamed to `report.run_dir`."""
+    from profile_all.report import html  # matplotlib: only where a report is saved
+
     with atomic_path(run_dir / "report.parquet") as tmp:
         report.frame.to_parquet(tmp, index=False)
+    with atomic_path(run_dir / "samples.parquet") as tmp:
+        report.samples.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "report.csv") as tmp:
         report.frame.to_csv(tmp, index=False)
     write_atomic(run_dir / "summary.md", markdown.render(report))
+    write_atomic(run_dir / "report.html", html.render(report, files_at=run_dir))
     write_atomic(run_dir / "meta.json", json.dumps(report.meta, indent=2, default=str))
+
+
+def write_html(report: Report) -> Path:
+    """(Re)write report.html in the report's run directory; its path."""
+    from profile_all.report import html
+
+    path = report.run_dir / "report.html"
+    try:
+        write_atomic(path, html.render(report))
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+    return path
 
 
 def load(run_dir: str | Path) -> Report:
@@ -49,4 +68,17 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/report.parquet cannot be read: {error}") from None
     if list(frame.columns) != COLUMNS:
         raise UsageError(f"{run_dir}/report.parquet does not have the report's columns")
-    return Report(frame, meta, run_dir)
+    return Report(frame, meta, run_dir, _samples(run_dir))
+
+
+def _samples(run_dir: Path) -> pd.DataFrame | None:
+    """The per-call samples; None (an empty table) for a run saved without them."""
+    try:
+        samples = pd.read_parquet(run_dir / "samples.parquet")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, pyarrow.ArrowException) as error:
+        raise UsageError(f"{run_dir}/samples.parquet cannot be read: {error}") from None
+    if list(samples.columns) != SAMPLE_COLUMNS:
+        raise UsageError(f"{run_dir}/samples.parquet does not have the samples' columns")
+    return samples

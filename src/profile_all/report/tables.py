@@ -49,8 +49,22 @@ def summary_table(report: Report) -> pd.DataFrame:
         if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
             label = f"{stat}\n{backend}" if metric == "wall_time" else f"{metric} {stat}\n{backend}"
             shown[label] = summary[column].map(fmt_seconds)
-    timed = len(shown.columns) > (3 if calls else 2)
-    return shown if timed else pd.DataFrame()
+    for column, label in ((".peak_rss.max", "peak RSS"), (".rss_increase.max", "RSS increase"),
+                          (".gpu_mem_peak.max", "GPU mem peak")):
+        found = [c for c in summary.columns if c.endswith(column)]
+        if found:
+            shown[label] = summary[found[0]].map(fmt_bytes)
+    measured = len(shown.columns) > (3 if calls else 2)
+    return shown if measured else pd.DataFrame()
+
+
+def fmt_bytes(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return ""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
 
 
 def passes_table(report: Report) -> pd.DataFrame:
@@ -83,20 +97,30 @@ def _shown(view: pd.DataFrame, name_label: str, columns: list[Column]) -> pd.Dat
     return shown
 
 
-def functions_table(report: Report, top: int) -> pd.DataFrame:
+def functions_table(report: Report, top: int | None) -> pd.DataFrame:
     return _shown(report.functions(top), "function", [
         ("calls", "calls", fmt_count), ("self_time", "self", fmt_seconds),
         ("cumulative_time", "cumulative", fmt_seconds)])
 
 
-def operators_table(report: Report, top: int) -> pd.DataFrame:
+def operators_table(report: Report, top: int | None) -> pd.DataFrame:
     return _shown(report.operators(top), "operator", [
         ("calls", "calls", fmt_count), ("cpu_time", "CPU total", fmt_seconds),
         ("self_time", "CPU self", fmt_seconds), ("gpu_time", "device total", fmt_seconds),
         ("self_gpu_time", "device self", fmt_seconds), ("flops", "GFLOP", fmt_giga)])
 
 
-def kernels_table(report: Report, top: int) -> pd.DataFrame:
+def lines_table(report: Report) -> pd.DataFrame:
+    lines = report.lines()
+    if lines.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({"function": lines["function"], "line": lines["line"],
+                         "calls": lines["calls"].map(fmt_count),
+                         "increment": lines["rss_increment"].map(fmt_bytes),
+                         "RSS": lines["rss"].map(fmt_bytes)})
+
+
+def kernels_table(report: Report, top: int | None) -> pd.DataFrame:
     return _shown(report.kernels(top), "kernel", [
         ("calls", "calls", fmt_count), ("gpu_time", "device time", fmt_seconds)])
 
@@ -139,14 +163,14 @@ def counters_table(report: Report) -> pd.DataFrame:
     })
 
 
-def modules_table(report: Report, top: int) -> pd.DataFrame:
+def modules_table(report: Report, top: int | None) -> pd.DataFrame:
     modules = report.modules()
     if modules.empty:
         return pd.DataFrame()
     shown = pd.DataFrame({"module": modules["module"], "params": modules["params"].map(fmt_count)})
     for counter in modules.columns[2:]:
         shown[f"{counter} GFLOP"] = modules[counter].map(fmt_giga)
-    return shown.head(top)
+    return shown.head(top) if top else shown
 
 
 def batches_table(report: Report) -> pd.DataFrame:
@@ -157,7 +181,7 @@ def batches_table(report: Report) -> pd.DataFrame:
         "batch size": batches["batch_size"].astype(str),
         "latency": batches["latency"].map(fmt_seconds),
         "throughput": batches["throughput"].map(lambda v: f"{v:,.1f} /s"),
-        "peak memory": batches["peak_memory"].map(lambda v: f"{v / 2**20:,.0f} MiB"),
+        "peak memory": batches["peak_memory"].map(fmt_bytes),
     })
 
 
@@ -193,3 +217,37 @@ def problems(report: Report) -> list[str]:
     if report.meta.get("passes_not_run"):
         lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
     return lines
+
+
+def _fmt_measure(metric: str, value: Any) -> str:
+    if value is None or pd.isna(value):
+        return ""
+    if metric.startswith(("wall_time", "gpu_time", "latency", "self_time")):
+        return fmt_seconds(value)
+    if metric == "flops":
+        return f"{value / 1e9:.4g} GFLOP"
+    return fmt_bytes(value)
+
+
+def compare_table(table: pd.DataFrame) -> pd.DataFrame:
+    """`Report.compare`'s table for display: the change and its 95% interval in percent."""
+    def percent(value: Any) -> str:
+        return "" if pd.isna(value) else f"{value:+.1%}"
+
+    return pd.DataFrame({
+        "kind": table["kind"],
+        "name": [f"{parent}/{name}" if parent else name
+                 for parent, name in zip(table["parent"], table["name"], strict=True)],
+        "measure": table["backend"] + " " + table["metric"],
+        "A": [_fmt_measure(m, v) for m, v in zip(table["metric"], table["a"], strict=True)],
+        "B": [_fmt_measure(m, v) for m, v in zip(table["metric"], table["b"], strict=True)],
+        "change": table["change"].map(percent),
+        "95% interval": [f"{percent(low)} .. {percent(high)}" if not pd.isna(low) else ""
+                         for low, high in zip(table["ci_low"], table["ci_high"], strict=True)],
+        "verdict": table["verdict"],
+    })
+
+
+def cut(frame: pd.DataFrame, top: int) -> tuple[pd.DataFrame, int]:
+    """The first `top` rows, and how many were left out."""
+    return frame.head(top), max(0, len(frame) - top)

@@ -10,12 +10,13 @@ from rich.text import Text
 from profile_all.report import tables
 from profile_all.report.report import Report
 
-TOP_FUNCTIONS = 10
+TOP = 10
 _NAME_COLUMNS = {"function", "operator", "kernel"}
 
 
-def _rich_table(title: str, frame: pd.DataFrame) -> Table:
-    table = Table(title=title, title_justify="left")
+def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0) -> Table:
+    caption = f"{left_out:,} more rows not shown (--top N to see more)" if left_out else None
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for position, column in enumerate(frame.columns):
         if position == 0 and str(column) in _NAME_COLUMNS:  # kernel names run to pages
             table.add_column(str(column), overflow="ellipsis", no_wrap=True, max_width=90)
@@ -26,26 +27,22 @@ def _rich_table(title: str, frame: pd.DataFrame) -> Table:
     return table
 
 
-def render(report: Report, console: Console) -> None:
-    console.print(_rich_table("Passes", tables.passes_table(report)))
+def render(report: Report, console: Console, top: int = TOP) -> None:
+    """Every table of the report; long ones cut to `top` rows, with a count of the rest."""
+    console.print(rich_table("Passes", tables.passes_table(report)))
     for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
                          ("Batch-size search", tables.batches_table(report)),
-                         ("FLOP counters side by side", tables.counters_table(report)),
-                         ("Modules (FLOPs per counter)", tables.modules_table(report, 15))):
+                         ("FLOP counters side by side", tables.counters_table(report))):
         if not table.empty:
-            console.print(_rich_table(title, table))
-    summary = tables.summary_table(report)
-    if not summary.empty:
-        console.print(_rich_table("Run, steps and regions", summary))
-    functions = tables.functions_table(report, TOP_FUNCTIONS)
-    if not functions.empty:
-        console.print(_rich_table(f"Top {TOP_FUNCTIONS} functions by self time", functions))
-    operators = tables.operators_table(report, TOP_FUNCTIONS)
-    if not operators.empty:
-        console.print(_rich_table(f"Top {TOP_FUNCTIONS} operators", operators))
-    kernels = tables.kernels_table(report, TOP_FUNCTIONS)
-    if not kernels.empty:
-        console.print(_rich_table(f"Top {TOP_FUNCTIONS} kernels by device time", kernels))
+            console.print(rich_table(title, table))
+    for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
+                         ("Run, steps and regions", tables.summary_table(report)),
+                         ("Functions by self time", tables.functions_table(report, None)),
+                         ("Operators", tables.operators_table(report, None)),
+                         ("Kernels by device time", tables.kernels_table(report, None)),
+                         ("Line-by-line memory", tables.lines_table(report))):
+        if not table.empty:
+            console.print(rich_table(title, *tables.cut(table, top)))
     for line in tables.problems(report):
         console.print(Text(line, style="yellow"))
     if report.run_dir:

@@ -1,0 +1,138 @@
+"""report.html: the whole report as one self-contained page (plots inline, no CDN).
+
+Every string that came from the user or the target (script, arguments, regions, functions,
+operators, errors) is escaped: tables through pandas' escaping `to_html`, everything else
+through `_text`. The plots are PNGs in data: URLs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from profile_all.report import plots, tables
+from profile_all.report.report import Report
+
+TOP = 25
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1100px;
+       padding: 1em 1.5em; color: #1f2328; }
+h1 { font-size: 1.4em; overflow-wrap: anywhere; }
+h2 { font-size: 1.15em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em;
+     margin-top: 1.8em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 12.5px; margin: .5em 0; }
+th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left;
+         vertical-align: top; white-space: pre-wrap; }
+th { background: #f6f8fa; }
+td { max-width: 42em; overflow-wrap: anywhere; }
+img { max-width: 100%; height: auto; }
+.status-ok { color: #1a7f37; } .status-bad { color: #cf222e; }
+ul.problems li { color: #9a6700; }
+code { background: #f6f8fa; padding: 1px 4px; border-radius: 4px; overflow-wrap: anywhere; }
+nav a { margin-right: 1em; }
+"""
+
+
+def _text(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(frame: pd.DataFrame, total: int | None = None) -> str:
+    if frame.empty:
+        return ""
+    shown = frame.copy()
+    shown.columns = [str(column).replace("\n", " ") for column in shown.columns]
+    note = ""
+    if total is not None and total > len(shown):
+        note = f"<p>Top {len(shown)} of {total} rows.</p>"
+    return ('<div class="scroll">' + shown.to_html(index=False, escape=True, border=0,
+                                                  na_rep="") + "</div>" + note)
+
+
+def _image(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{_text(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
+
+
+def _environment(report: Report) -> pd.DataFrame:
+    env = dict(report.meta.get("environment", {}))
+    packages = env.pop("packages", {}) or {}
+    facts = {key: json.dumps(value) if isinstance(value, list | dict) else value
+             for key, value in env.items()}
+    facts.update({f"package {name}": version for name, version in packages.items() if version})
+    return pd.DataFrame({"what": list(facts), "value": [str(v) for v in facts.values()]})
+
+
+def _native_files(report: Report) -> str:
+    commands = tables.open_commands(report)
+    if not commands:
+        return ""
+    items = "".join(f"<li>{_text(backend)}: <code>{_text(path)}</code> — open with "
+                    f"<code>{_text(command)}</code></li>" for backend, path, command in commands)
+    return f"<ul>{items}</ul>"
+
+
+def body(report: Report, files_at: Path | None = None) -> str:
+    """The page's content, without <html> and <head>: also Report._repr_html_.
+    `files_at`: where the run's native files are now, when not yet in `report.run_dir`."""
+    meta = report.meta
+    target = meta.get("target", {})
+    status = meta.get("status", "?")
+    css_class = "status-ok" if status == "complete" else "status-bad"
+    parts = [f"<h1>profile-all: <code>{_text(target.get('command', ''))}</code></h1>",
+             f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
+             f"{_text(meta.get('exit_code'))}. Run directory: "
+             f"<code>{_text(report.run_dir or '(not saved)')}</code></p>"]
+    problems = tables.problems(report)
+    if problems:
+        items = "".join(f"<li>{_text(line)}</li>" for line in problems)
+        parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
+    parts.append(_section("summary", "Run, steps and regions",
+                          _table(tables.summary_table(report))))
+    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
+                         ("Batch-size search", tables.batches_table(report)),
+                         ("FLOP counters side by side", tables.counters_table(report))):
+        parts.append(_section(title.split()[0].lower(), title, _table(table)))
+    figures = "".join(f"<h3>{_text(title)}</h3>{_image(png, title)}"
+                      for title, png in plots.draw_all(report, files_at))
+    parts.append(_section("plots", "Plots", figures))
+    parts.append(_section("passes", "Passes",
+                          "<p>Overhead is each pass's target time over the clean timing "
+                          "pass's.</p>" + _table(tables.passes_table(report))))
+    functions = report.functions()
+    parts.append(_section("functions", "Functions by self time (cProfile)",
+                          _table(tables.functions_table(report, TOP), len(functions))))
+    operators = report.operators()
+    parts.append(_section("operators", "Operators (torch.profiler)",
+                          _table(tables.operators_table(report, TOP), len(operators))))
+    kernels = report.kernels()
+    parts.append(_section("kernels", "Kernels by device time",
+                          _table(tables.kernels_table(report, TOP), len(kernels))))
+    parts.append(_section("modules", "Modules (FLOPs per counter)",
+                          _table(tables.modules_table(report, 40))))
+    parts.append(_section("lines", "Line-by-line memory", _table(tables.lines_table(report))))
+    parts.append(_section("native", "Native files", _native_files(report)))
+    skipped = meta.get("skipped_backends", {})
+    if skipped:
+        parts.append(_section("skipped", "Skipped backends", _table(pd.DataFrame(
+            {"backend": list(skipped), "why": list(skipped.values())}))))
+    parts.append(_section("environment", "Environment", _table(_environment(report))))
+    return "\n".join(part for part in parts if part)
+
+
+def render(report: Report, files_at: Path | None = None) -> str:
+    title = _text(f"profile-all: {report.meta.get('target', {}).get('command', '')}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body(report)}\n"
+            f"</body></html>\n")

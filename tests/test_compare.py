@@ -1,0 +1,91 @@
+"""`profile-all compare` and Report.compare: changes beyond the noise, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A baseline, the same again, and a run whose "work" region sleeps 1.5x as long."""
+    root = tmp_path_factory.mktemp("runs")
+    made = {}
+    for label, delay in (("base", "0.004"), ("again", "0.004"), ("slower", "0.006")):
+        done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
+                           "-o", root / label, "--", delay)
+        assert done.returncode == 0, done.stderr
+        made[label] = root / label
+    return made
+
+
+def test_a_slower_region_fails_the_threshold(runs):
+    done = profile_all("compare", runs["base"], runs["slower"], "--fail-above", "10")
+    assert done.returncode == 1, done.stderr
+    assert "slower by more than 10% beyond the noise: work (+" in done.stderr
+    assert "steady" not in done.stderr.splitlines()[-1]
+    table = pa.load(runs["base"]).compare(pa.load(runs["slower"]))
+    work = table[(table["kind"] == "region") & (table["name"] == "work")].iloc[0]
+    assert work["verdict"] == "slower"
+    assert 0.3 < work["change"] < 0.7 and work["ci_low"] > 0
+    assert work["calls_a"] == work["calls_b"] == 30
+
+
+def test_the_same_work_is_within_the_noise(runs):
+    done = profile_all("compare", runs["base"], runs["again"], "--fail-above", "10",
+                       "--format", "json")
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    steady = [row for row in table if row["kind"] == "region" and row["name"] == "steady"]
+    assert steady[0]["verdict"] != "slower" or steady[0]["change"] < 0.10
+    functions = [row for row in table if row["kind"] == "function"]
+    assert functions and all(row["verdict"] == "no per-call samples: not tested"
+                             for row in functions)
+
+
+def test_a_change_below_the_threshold_passes(runs):
+    done = profile_all("compare", runs["base"], runs["slower"], "--fail-above", "80")
+    assert done.returncode == 0, done.stderr
+    assert "slower" in done.stdout  # the verdict is shown, the threshold not crossed
+
+
+def _refused(done, message):
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_runs_without_common_regions_are_refused(runs, tmp_path):
+    script = tmp_path / "elsewhere.py"
+    script.write_text("import profile_all as pa\nfor _ in range(5):\n"
+                      "    with pa.region('elsewhere'):\n        pass\n")
+    other = tmp_path / "other"
+    done = profile_all("run", script, "-b", "wallclock", "-o", other)
+    assert done.returncode == 0, done.stderr
+    _refused(profile_all("compare", runs["base"], other),
+             "the two runs have no timed region, step or model in common")
+
+
+def test_unreadable_runs_are_refused_and_left_as_they_were(runs, tmp_path):
+    newer = tmp_path / "newer"
+    shutil.copytree(runs["base"], newer)
+    meta = json.loads((newer / "meta.json").read_text())
+    (newer / "meta.json").write_text(json.dumps({**meta, "format": 99}))
+    _refused(profile_all("compare", runs["base"], newer), "written by a newer profile-all")
+
+    missing = tmp_path / "missing"
+    shutil.copytree(runs["base"], missing)
+    (missing / "report.parquet").unlink()
+    _refused(profile_all("compare", missing, runs["base"]), "report.parquet is missing")
+
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(runs["base"], corrupt)
+    (corrupt / "report.parquet").write_bytes(b"PAR1 not really")
+    before = sorted(path.name for path in corrupt.iterdir())
+    _refused(profile_all("compare", runs["base"], corrupt), "report.parquet cannot be read")
+    _refused(profile_all("show", corrupt), "report.parquet cannot be read")
+    assert sorted(path.name for path in corrupt.iterdir()) == before
