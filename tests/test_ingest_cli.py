@@ -32,6 +32,19 @@ def test_two_ranks_nsys_and_pstats_in_one_report(fixtures, tmp_path):
     assert "## Kernels by device time" in (tmp_path / "run" / "summary.md").read_text()
 
 
+def test_two_ranks_traces_give_the_cross_rank_view(fixtures, tmp_path):
+    traces = fixtures / "traces"
+    result = profile_all("ingest", traces / "sampled_rank-0.json.gz",
+                         traces / "sampled_rank-1.json.gz", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    ranks = pa.load(tmp_path / "run").ranks()
+    forward = ranks[(ranks["name"] == "## forward ##") & (ranks["metric"] == "wall_time")]
+    assert forward["ranks"].item() == 2 and forward["slowest_rank"].item() in (0, 1)
+    assert forward["min"].item() < forward["max"].item()
+    assert "Across ranks" in result.stderr
+    assert '<section id="ranks">' in (tmp_path / "run" / "report.html").read_text()
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("empty.json", b"", "empty file"),
     ("cut.json", b'{"traceEvents": [{"ph": "X"', "not valid JSON, corrupt or truncated"),

@@ -52,6 +52,11 @@ def test_region_peaks_and_mprofile_file(tmp_path):
                    capture_output=True, env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
     assert plot.read_bytes().startswith(b"\x89PNG")
 
+    ingested = profile_all("ingest", dat, "-o", tmp_path / "ingested")
+    assert ingested.returncode == 0, ingested.stderr
+    again = pa.load(tmp_path / "ingested").frame
+    assert abs(value_of(again, scope="run", metric="peak_rss", stat="max") - peak) < MIB / 1e3
+
 
 def test_children_are_counted_apart(tmp_path):
     out = tmp_path / "run"

@@ -78,13 +78,30 @@ def run(
     memory_lines: Annotated[list[str] | None, typer.Option(
         metavar="MODULE:FUNCTION", help="memory: line-by-line memory of this function "
         "(repeat; the script's own module is its file's stem)")] = None,
+    nproc_per_node: Annotated[str, typer.Option(
+        help="ranks on this node, run by torchrun: N, or auto/cpu/gpu as torchrun reads them",
+        rich_help_panel="Several ranks (torchrun)")] = "1",
+    nnodes: Annotated[str, typer.Option(
+        help="nodes, N or MIN:MAX", rich_help_panel="Several ranks (torchrun)")] = "1",
+    node_rank: Annotated[int | None, typer.Option(
+        help="this node's rank", rich_help_panel="Several ranks (torchrun)")] = None,
+    rdzv_endpoint: Annotated[str | None, typer.Option(
+        metavar="HOST:PORT", help="rendezvous endpoint, the same on every node",
+        rich_help_panel="Several ranks (torchrun)")] = None,
+    rdzv_backend: Annotated[str, typer.Option(
+        help="rendezvous backend", rich_help_panel="Several ranks (torchrun)")] = "c10d",
+    rdzv_id: Annotated[str, typer.Option(
+        help="rendezvous id, the same on every node (each pass adds -passN)",
+        rich_help_panel="Several ranks (torchrun)")] = "profile-all",
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     from profile_all import orchestrator
+    from profile_all.launch import Launch
     from profile_all.progress import PassProgress
     from profile_all.report import terminal
     from profile_all.targets import ScriptTarget
 
+    launch = Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
     torch_options: dict[str, Any] = {
         "record_shapes": record_shapes, "profile_memory": profile_memory,
         "with_flops": with_flops, "with_stack": with_stack}
@@ -96,7 +113,8 @@ def run(
         options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
                  "cuda-events": {"warmup_steps": warmup_steps},
                  "nsys": {"module_ranges": nvtx_modules},
-                 "memory": {"interval": memory_interval, "lines": memory_lines or []}})
+                 "memory": {"interval": memory_interval, "lines": memory_lines or []}},
+        launch=launch)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
 
@@ -125,6 +143,23 @@ def ingest(
     from profile_all.report import terminal
 
     terminal.render(ingest_files(files, out, command=sys.argv), err_console)
+
+
+@app.command()
+@_one_line_errors
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(help="the run directories of each node")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the merged run directory [default: reports/<timestamp>-merge]")]
+    = None,
+    force: Annotated[bool, typer.Option(
+        help="merge directories that are not from the same run")] = False,
+) -> None:
+    """Merge the run directories of several nodes into one report, a rank column per row."""
+    from profile_all.merge import merge as merge_runs
+    from profile_all.report import terminal
+
+    terminal.render(merge_runs(run_dirs, out, force=force, command=sys.argv), err_console)
 
 
 def _bytes(text: str | None) -> float | None:

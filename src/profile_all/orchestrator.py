@@ -23,10 +23,12 @@ from typing import Any, BinaryIO, Protocol
 
 import orjson
 import pandas as pd
+import psutil
 
 from profile_all import backends, derived, environment
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
+from profile_all.launch import Launch
 from profile_all.passrun import PassRun
 from profile_all.plan import Pass, plan_passes
 from profile_all.report.report import FORMAT_VERSION, Report
@@ -71,19 +73,31 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
         os.killpg(process.pid, signum)
 
 
+def _descendants(process: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 def _stop(process: subprocess.Popen, signum: int) -> None:
-    """Ask the worker to stop, give it GRACE_SECONDS to write what it has, then kill it."""
+    """Ask the worker to stop, give it GRACE_SECONDS to write what it has, then kill it,
+    and every process under it: torchrun starts its ranks in sessions of their own."""
+    descendants = _descendants(process)
     _signal_group(process, signum)
     try:
         process.wait(GRACE_SECONDS)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         _signal_group(process, signal.SIGKILL)
         process.wait()
+    for child in descendants:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
-def _context(spec: dict[str, Any]) -> PassContext:
+def _context(spec: dict[str, Any], rank: int = 0, world_size: int = 1) -> PassContext:
     return PassContext(pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
-                       scratch_dir=Path(spec["scratch_dir"]))
+                       scratch_dir=Path(spec["scratch_dir"]), rank=rank, world_size=world_size)
 
 
 def _wrappers(spec: dict[str, Any]) -> list[Any]:
@@ -108,14 +122,16 @@ def _finish_wrappers(spec: dict[str, Any], result: dict[str, Any]) -> None:
         result["artifacts"] += [artifact.to_dict() for artifact in collected.artifacts]
 
 
-def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
-                timeout: float | None) -> tuple[dict[str, Any] | None, int, str]:
-    """Run one pass in a worker; (its result or None, its return code, how it ended)."""
+def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | None,
+                launch: Launch) -> tuple[list[dict[str, Any]], str]:
+    """Run one pass in a worker (a worker per rank under torchrun); (a result per rank, how
+    the pass ended). A rank that died without a result gets what its backends journaled."""
     number = spec["pass"]
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(orjson.dumps(spec))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    argv = [sys.executable, "-m", "profile_all.worker", str(spec_path)]
+    worker = ["-m", "profile_all.worker", str(spec_path)]
+    argv = launch.argv(number, worker) if launch.distributed else [sys.executable, *worker]
     for wrapper in _wrappers(spec):
         argv = wrapper.wrap(argv, _context(spec))
     process = subprocess.Popen(
@@ -135,40 +151,79 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory,
         _stop(process, signal.SIGINT)
     for tee in tees:
         tee.join(timeout=5)  # a grandchild may still hold the pipe open
-    result_path = Path(spec["result_path"])
-    result = orjson.loads(result_path.read_bytes()) if result_path.exists() else None
-    return result, process.returncode, ended
+    results = {}
+    for path in run_dir.scratch.glob(f"pass{number}.result.rank*.json"):
+        result = orjson.loads(path.read_bytes())
+        results[result["rank"]] = result
+    expected = _expected_ranks(launch, results)
+    for rank in sorted(expected - set(results)):
+        results[rank] = _recover(spec, process.returncode, rank, len(expected))
+    return [results[rank] for rank in sorted(results)], ended
 
 
-def _recover(spec: dict[str, Any], return_code: int) -> dict[str, Any]:
+def _expected_ranks(launch: Launch, results: dict[int, dict[str, Any]]) -> set[int]:
+    """This node's ranks: those that wrote a result, and the rest of the node's block."""
+    if not launch.distributed:
+        return {0}
+    local = launch.local_world_size()
+    first = (launch.node_rank or 0) * local
+    if results:
+        first = min(results) // local * local
+    return set(results) | set(range(first, first + local))
+
+
+def _recover(spec: dict[str, Any], return_code: int, rank: int = 0,
+             world_size: int = 1) -> dict[str, Any]:
     """The result of a worker that died without writing one: what its backends journaled."""
-    ctx = _context(spec)
+    ctx = _context(spec, rank, world_size)
     rows, samples = [], []
     for name in spec["backends"]:
         recovered = backends.load(name).recover(ctx)
-        rows += [[name, spec["pass"], 0, *measured] for measured in recovered.rows]
-        samples += [[name, spec["pass"], 0, *kept] for kept in recovered.samples]
+        rows += [[name, spec["pass"], rank, *measured] for measured in recovered.rows]
+        samples += [[name, spec["pass"], rank, *kept] for kept in recovered.samples]
     if return_code < 0:
         signame = signal.Signals(-return_code).name
         code, error = 128 - return_code, f"killed by {signame}"
     else:
         code, error = return_code, f"the worker exited with {return_code} without a result"
-    return {"pass": spec["pass"], "rank": 0, "backends": spec["backends"], "rows": rows,
+    return {"pass": spec["pass"], "rank": rank, "backends": spec["backends"], "rows": rows,
             "samples": samples, "artifacts": [], "backend_failures": [], "runtime": {},
             "recovered": True,
             "outcome": {"status": "killed", "exit_code": code, "error": error,
                         "target_wall_time": None}}
 
 
-def _pass_summary(run_pass: Pass, result: dict[str, Any], wall: float) -> dict[str, Any]:
-    outcome = result["outcome"]
-    return {"pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
-            "status": outcome["status"], "exit_code": outcome["exit_code"],
-            "error": outcome["error"], "target_wall_time": outcome["target_wall_time"],
-            "process_wall_time": wall, "recovered": result.get("recovered", False),
-            "backend_failures": result["backend_failures"],
-            "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
-                     f"artifacts/pass{run_pass.index}.stderr.log"]}
+_CAUSES_LAST = ("ok", "terminated")  # a rank stopped by torchrun did not cause the failure
+
+
+def _pass_summary(run_pass: Pass, results: list[dict[str, Any]], wall: float,
+                  distributed: bool) -> dict[str, Any]:
+    """The pass's outcome is its first failing rank's: the one that ended first (the cause,
+    not the ranks that failed or were stopped after it); its target time is its slowest
+    rank's."""
+    cause = min(results, key=lambda r: (_CAUSES_LAST.index(r["outcome"]["status"])
+                                        if r["outcome"]["status"] in _CAUSES_LAST else -1,
+                                        r["outcome"].get("ended_at") or float("inf"),
+                                        r["rank"]))
+    outcome = cause["outcome"]
+    times = [r["outcome"]["target_wall_time"] for r in results
+             if r["outcome"]["target_wall_time"] is not None]
+    prefix = f"rank {cause['rank']}: " if distributed and outcome["error"] else ""
+    summary = {
+        "pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
+        "status": outcome["status"], "exit_code": outcome["exit_code"],
+        "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
+        "process_wall_time": wall, "recovered": any(r.get("recovered") for r in results),
+        "backend_failures": [
+            {**failure, "error": (f"rank {r['rank']}: " if distributed else "")
+             + failure["error"]} for r in results for failure in r["backend_failures"]],
+        "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
+                 f"artifacts/pass{run_pass.index}.stderr.log"]}
+    if distributed:
+        summary["failed_rank"] = cause["rank"] if outcome["status"] != "ok" else None
+        summary["ranks"] = [{"rank": r["rank"], **r["outcome"],
+                             "recovered": r.get("recovered", False)} for r in results]
+    return summary
 
 
 def _add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
@@ -186,8 +241,13 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         out: Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None,
         observer: Observer | None = None, command: list[str] | None = None,
-        peak_flops: float | None = None) -> Report:
-    """Profile `target` with the named backends (default: backends.DEFAULT)."""
+        peak_flops: float | None = None, launch: Launch | None = None) -> Report:
+    """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
+    for several ranks, every pass runs under torchrun."""
+    launch = launch or Launch()
+    launch.validate()
+    if launch.distributed and not isolate:
+        raise UsageError("several ranks need isolate=True (torchrun starts their processes)")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}")
     if timeout is not None and not isolate:
@@ -214,27 +274,29 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         spec = {"pass": run_pass.index, "backends": run_pass.backends,
                 "mode": "bench" if run_pass.timing else "once",
                 "target": target.to_spec(), "options": options or {}, "preimport": preimport,
+                "distributed": launch.distributed,
                 "artifacts_dir": str(run_dir.artifacts.resolve()),
                 "scratch_dir": str(run_dir.scratch.resolve()),
                 "result_path": str(
-                    (run_dir.scratch / f"pass{run_pass.index}.result.json").resolve())}
+                    (run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
+                     ).resolve())}
         started = perf_counter()
         ended = "exited"
         if isolate:
-            result, return_code, ended = _run_worker(spec, run_dir, timeout)
-            if result is None:
-                result = _recover(spec, return_code)
-            _finish_wrappers(spec, result)
+            pass_results, ended = _run_worker(spec, run_dir, timeout, launch)
+            _finish_wrappers(spec, pass_results[0])
         else:
-            result = PassRun(spec, own_process=False, target=target).run()
-        if ended == "timeout":
-            result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
-                                     error=f"timed out after {timeout:g} s")
-        elif ended == "interrupted" or result["outcome"]["status"] == "interrupted":
-            result["outcome"].update(status="interrupted", exit_code=INTERRUPT_EXIT_CODE,
-                                     error="interrupted (Ctrl-C)")
-        summary = _pass_summary(run_pass, result, perf_counter() - started)
-        results.append(result)
+            pass_results = [PassRun(spec, own_process=False, target=target).run()]
+        for result in pass_results:
+            if ended == "timeout":
+                result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
+                                         error=f"timed out after {timeout:g} s")
+            elif ended == "interrupted" or result["outcome"]["status"] == "interrupted":
+                result["outcome"].update(status="interrupted", exit_code=INTERRUPT_EXIT_CODE,
+                                         error="interrupted (Ctrl-C)")
+        summary = _pass_summary(run_pass, pass_results, perf_counter() - started,
+                                launch.distributed)
+        results += pass_results
         summaries.append(summary)
         if observer:
             observer.pass_ended(run_pass, len(passes), summary)
@@ -259,8 +321,12 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         "passes_not_run": [p.index for p in passes[len(summaries):]],
         "skipped_backends": selection.skipped,
         "preimported": preimport,
+        "ranks": sorted({result["rank"] for result in results}),
         "artifacts": [a for r in results for a in r["artifacts"]],
     }
+    if launch.distributed:
+        meta["distributed"] = {**launch.to_meta(), "world_size": max(
+            (r.get("world_size", 1) for r in results), default=1)}
     if is_model:
         meta["model"] = {**target.to_spec(), **next(
             (r["target_facts"] for r in results if r.get("target_facts")), {})}

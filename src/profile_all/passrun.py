@@ -11,8 +11,9 @@ import importlib
 import os
 import signal
 import sys
+import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -37,6 +38,8 @@ class Outcome:
     exit_code: int
     error: str
     target_wall_time: float
+    #: epoch seconds when the target ended: which of several ranks failed first
+    ended_at: float = field(default_factory=time.time)
 
 
 def _exit_status(error: SystemExit) -> tuple[int, str]:
@@ -114,6 +117,9 @@ class PassRun:
         self.failures: list[dict[str, str]] = []
         self.started: list[Backend] = []
         self._result: dict[str, Any] | None = None
+        #: set as finishing begins, so that the worker's stop watcher leaves it alone
+        self.finishing = False
+        self.target_started = perf_counter()
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -138,6 +144,7 @@ class PassRun:
         """Stop and collect every started backend; safe to call twice (returns the first)."""
         if self._result is not None:
             return self._result
+        self.finishing = True
         regions.listen(())
         for backend in reversed(self.started):
             try:
@@ -159,7 +166,8 @@ class PassRun:
                               for note in backend.notes]
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
         self._result = {
-            "pass": self.ctx.pass_index, "rank": self.ctx.rank, "backends": self.spec["backends"],
+            "pass": self.ctx.pass_index, "rank": self.ctx.rank,
+            "world_size": self.ctx.world_size, "backends": self.spec["backends"],
             "outcome": asdict(outcome), "rows": rows, "samples": samples,
             "artifacts": artifacts,
             "backend_failures": self.failures, "runtime": _runtime_environment(),

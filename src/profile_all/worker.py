@@ -6,6 +6,10 @@ the spec:
 - SIGTERM and SIGHUP (the orchestrator's timeout sends SIGTERM) raise `Terminated` in the
   target, which unwinds the same way;
 - `os._exit` is wrapped so that the pass is finished and written before the process ends;
+- a target blocked in native code (a collective waiting for a rank that hangs) never
+  returns to Python to raise `Terminated`; a watcher thread, woken through the signal
+  wakeup fd, finishes the pass and exits itself if the main thread has not begun to
+  within STUCK_SECONDS;
 - SIGKILL and crashes leave no chance: the orchestrator then asks each backend to
   `recover` what it journaled on disk.
 
@@ -15,9 +19,12 @@ by their pid and left to behave as they would without profile-all.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -29,6 +36,8 @@ from profile_all.passrun import Outcome, PassRun, Terminated
 
 _WORKER_PID = os.getpid()
 _real_os_exit = os._exit
+#: how long the main thread gets to act on SIGTERM before the watcher finishes the pass
+STUCK_SECONDS = 2.0
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -43,9 +52,45 @@ def _write_result(path: Path, result: dict[str, Any]) -> None:
     write_atomic(path, orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY))
 
 
+def _forget_wakeup_fd() -> None:
+    with contextlib.suppress(ValueError):  # forked off another thread: nothing was set
+        signal.set_wakeup_fd(-1)
+
+
+def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
+    """Wake on SIGTERM/SIGHUP even while the main thread is blocked in C; give it
+    STUCK_SECONDS to start finishing, else finish the pass from here and exit."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    # a forked child's signals (a DataLoader worker's SIGTERM) must not wake our watcher
+    os.register_at_fork(after_in_child=_forget_wakeup_fd)
+
+    def watch() -> None:
+        while True:
+            received = os.read(read_end, 64)
+            if not {signal.SIGTERM, signal.SIGHUP} & set(received):
+                continue
+            time.sleep(STUCK_SECONDS)
+            if pass_run.finishing:
+                continue
+            name = signal.Signals(received[-1]).name
+            outcome = Outcome("terminated", 128 + received[-1],
+                              f"terminated by {name} while blocked in native code",
+                              perf_counter() - pass_run.target_started)
+            _write_result(result_path, pass_run.finish(outcome))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _real_os_exit(outcome.exit_code)
+
+    threading.Thread(target=watch, daemon=True, name="profile-all-stop-watch").start()
+
+
 def main(argv: list[str]) -> int:
     spec = orjson.loads(Path(argv[1]).read_bytes())
-    result_path = Path(spec["result_path"])
+    if spec.get("distributed"):  # one of several ranks, started by torchrun
+        spec["rank"], spec["world_size"] = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    result_path = Path(spec["result_path"].format(rank=spec.get("rank", 0)))
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_terminated)
     pass_run = PassRun(spec, own_process=True)
@@ -60,6 +105,7 @@ def main(argv: list[str]) -> int:
         _real_os_exit(code)
 
     os._exit = exit_now
+    _watch_for_stuck_stop(pass_run, result_path)
     pass_run.start()
     outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish

@@ -15,6 +15,7 @@ not, nothing is exported and the collision is reported as this backend's failure
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -85,9 +86,21 @@ class TorchProfiler(Backend):
                 "(one session per process); no trace was exported. Profile it without its own "
                 "profiler, or leave out -b torch-profiler")
             return
+        if ctx.world_size > 1 and recording:
+            self._profile.add_metadata_json("distributedInfo", json.dumps(self._rank_info(ctx)))
         self._profile.stop()
         if not self._scheduled:
             self._export(self._profile)
+
+    def _rank_info(self, ctx: PassContext) -> dict[str, Any]:
+        """torch writes distributedInfo only when the process group exists as the trace
+        starts, which is before the target creates it; so it is written here, as the trace
+        ends, from the group when it still exists, else from torchrun's RANK."""
+        dist = self._torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return {"backend": dist.get_backend(), "rank": dist.get_rank(),
+                    "world_size": dist.get_world_size()}
+        return {"rank": ctx.rank, "world_size": ctx.world_size}
 
     def collect(self, ctx: PassContext) -> Collected:
         if self._collision:

@@ -15,7 +15,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 @dataclass
 class IngestedFile:
     path: Path
-    backend: str  # the backend that writes such files: torch-profiler, nsys, cprofile
+    backend: str  # the backend that writes such files: torch-profiler, nsys, cprofile, memory
     rank: int
     rows: list[list[Any]]
     facts: dict[str, Any] = field(default_factory=dict)
@@ -50,6 +50,24 @@ def read_any(path: str | Path) -> IngestedFile:
         return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
                             {"devices": devices,
                              "distributed": trace.meta.get("distributedInfo") or {}})
+    if head.startswith((b"CMDLINE ", b"MEM ")):
+        return _mprofile(path)
     from profile_all.ingest.pstats_reader import read_pstats
 
     return IngestedFile(path, "cprofile", 0, read_pstats(path))
+
+
+def _mprofile(path: Path) -> IngestedFile:
+    """An mprof .dat: the run's peak and baseline, and the timeline from its first sample."""
+    from profile_all.backends.memory_rows import run_rows, timeline
+    from profile_all.ingest import mprofile
+
+    try:
+        profile = mprofile.read(path)
+    except ValueError as error:
+        raise IngestError(str(error)) from None
+    if not len(profile.times):
+        raise IngestError(f"{path}: an mprofile file without a MEM sample")
+    started = profile.times[0]
+    return IngestedFile(path, "memory", 0, run_rows(profile, started)
+                        + timeline(profile, started), {"command": profile.command})

@@ -99,6 +99,11 @@ def body(report: Report, files_at: Path | None = None) -> str:
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
     parts.append(_section("summary", "Run, steps and regions",
                           _table(tables.summary_table(report))))
+    parts.append(_section("ranks", "Across ranks (total time per rank)",
+                          "<p>The straggler: each rank's total time, its spread "
+                          "((max - min) / median) and the slowest rank.</p>"
+                          + _table(tables.ranks_table(report))
+                          if report.frame["rank"].nunique() > 1 else ""))
     for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
                          ("Batch-size search", tables.batches_table(report)),
                          ("FLOP counters side by side", tables.counters_table(report))):

@@ -36,6 +36,7 @@ def render(report: Report, top: int = TOP) -> str:
             out += [f"## {title}", "", _table(table), ""]
     for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
                          ("Run, steps and regions", tables.summary_table(report)),
+                         ("Across ranks (total time per rank)", tables.ranks_table(report)),
                          ("Functions by self time (cProfile)",
                           tables.functions_table(report, None)),
                          ("Operators (torch.profiler)", tables.operators_table(report, None)),

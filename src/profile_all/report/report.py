@@ -139,6 +139,29 @@ class Report:
 
         return modules(self.frame)
 
+    def ranks(self) -> pd.DataFrame:
+        """Across ranks, per run, step and region and each timer: the min, median and max of
+        each rank's total time, the slowest rank, and the spread ((max - min) / median).
+        Empty with one rank."""
+        columns = ["scope", "name", "parent", "backend", "metric", "ranks", "min", "median",
+                   "max", "slowest_rank", "spread"]
+        timed = self.frame[self.frame["scope"].isin(_TIMED_SCOPES)
+                           & self.frame["metric"].isin(["wall_time", "gpu_time", "cpu_time"])
+                           & (self.frame["stat"] == "total")]
+        if timed["rank"].nunique() < 2:
+            return pd.DataFrame(columns=columns)
+        keys = ["scope", "name", "parent", "backend", "metric"]
+        per_rank = timed.groupby([*keys, "rank"], sort=False)["value"].sum().reset_index()
+        grouped = per_rank.groupby(keys, sort=False)
+        table = grouped["value"].agg(["count", "min", "median", "max"]).rename(
+            columns={"count": "ranks"})
+        table["slowest_rank"] = per_rank.loc[grouped["value"].idxmax(), "rank"].to_numpy()
+        table["spread"] = (table["max"] - table["min"]) / table["median"]
+        table = table.reset_index()
+        table["_order"] = table["scope"].map(_TIMED_SCOPES.index)
+        return table.sort_values(["_order", "max"], ascending=[True, False])[columns] \
+            .reset_index(drop=True)
+
     def memory(self) -> pd.DataFrame:
         """The memory timeline: a row per sample, its time since the pass's target started
         (s), and the RSS of the process and of its children summed (B)."""

@@ -67,6 +67,25 @@ def fmt_bytes(value: Any) -> str:
     return f"{value:.0f} B"
 
 
+def ranks_table(report: Report) -> pd.DataFrame:
+    """The cross-rank view: where the slowest rank was, and by how much."""
+    ranks = report.ranks()
+    if ranks.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "scope": ranks["scope"],
+        "name": [f"{parent}/{name}" if parent else name
+                 for parent, name in zip(ranks["parent"], ranks["name"], strict=True)],
+        "measure": ranks["backend"] + " " + ranks["metric"],
+        "ranks": ranks["ranks"].astype(str),
+        "min": ranks["min"].map(fmt_seconds),
+        "median": ranks["median"].map(fmt_seconds),
+        "max": ranks["max"].map(fmt_seconds),
+        "slowest rank": ranks["slowest_rank"].astype(str),
+        "spread": ranks["spread"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
+    })
+
+
 def passes_table(report: Report) -> pd.DataFrame:
     passes = report.passes()
     shown = pd.DataFrame({
@@ -202,6 +221,10 @@ def problems(report: Report) -> list[str]:
                 "rows measured until then are kept"
             lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
                          f"{summary['status']}: {summary['error']} ({kept})")
+            if summary.get("ranks"):
+                lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
+                    f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
+                    for r in summary["ranks"]))
         lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
                   f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
                   for f in summary.get("backend_failures", [])]

@@ -37,6 +37,7 @@ def render(report: Report, console: Console, top: int = TOP) -> None:
             console.print(rich_table(title, table))
     for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
                          ("Run, steps and regions", tables.summary_table(report)),
+                         ("Across ranks (total time per rank)", tables.ranks_table(report)),
                          ("Functions by self time", tables.functions_table(report, None)),
                          ("Operators", tables.operators_table(report, None)),
                          ("Kernels by device time", tables.kernels_table(report, None)),

@@ -1,0 +1,93 @@
+"""`profile-all merge DIR... -o OUT`: one report from the run directories of several nodes.
+
+Each node of a several-machine run writes its own run directory with its own ranks. The
+merge keeps every row (the rank column tells them apart), joins each pass's ranks, and
+copies each node's native files to `artifacts/node<K>/`. Directories from different runs
+(another target, rendezvous or node count) or holding the same rank of the same pass twice
+are refused unless `force`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from profile_all.errors import UsageError
+from profile_all.report.report import Report
+from profile_all.report.store import load, save
+from profile_all.rundir import RunDirectory
+
+
+def _run_identity(report: Report) -> tuple:
+    distributed = report.meta.get("distributed", {})
+    return (report.meta.get("target", {}).get("command"), distributed.get("rdzv_endpoint"),
+            distributed.get("rdzv_id"), distributed.get("nnodes"))
+
+
+def _check_same_run(reports: list[Report], force: bool) -> None:
+    if force:
+        return
+    first = _run_identity(reports[0])
+    for report in reports[1:]:
+        if _run_identity(report) != first:
+            raise UsageError(
+                f"{reports[0].run_dir} and {report.run_dir} are not from the same run (target, "
+                "rendezvous endpoint and id, node count differ); --force merges them anyway")
+    seen: dict[tuple[int, int], Path | None] = {}
+    for report in reports:
+        for key in sorted(set(zip(report.frame["pass"], report.frame["rank"], strict=True))):
+            if key in seen:
+                raise UsageError(f"pass {key[0]} rank {key[1]} is in both {seen[key]} and "
+                                 f"{report.run_dir}; --force merges them anyway")
+            seen[key] = report.run_dir
+
+
+def _merged_passes(reports: list[Report]) -> list[dict[str, Any]]:
+    """A summary per pass: the ranks of every node, the first failure's outcome."""
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for report in reports:
+        for summary in report.meta.get("passes", []):
+            by_index.setdefault(summary["pass"], []).append(summary)
+    merged = []
+    for index in sorted(by_index):
+        summaries = by_index[index]
+        cause = next((s for s in summaries if s["status"] != "ok"), summaries[0])
+        times = [s["target_wall_time"] for s in summaries if s["target_wall_time"] is not None]
+        merged.append({**cause, "target_wall_time": max(times, default=None),
+                       "ranks": [rank for s in summaries for rank in s.get("ranks", [])],
+                       "backend_failures": [f for s in summaries for f in s["backend_failures"]],
+                       "logs": []})
+    return merged
+
+
+def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
+          command: list[str] | None = None) -> Report:
+    if len(run_dirs) < 2:
+        raise UsageError("merge wants two run directories or more")
+    reports = [load(run_dir) for run_dir in run_dirs]
+    _check_same_run(reports, force)
+    target = RunDirectory.create(out, "merge")
+    artifacts = []
+    for node, report in enumerate(reports):
+        shutil.copytree(report.run_dir / "artifacts", target.artifacts / f"node{node}")
+        artifacts += [{**artifact, "path": artifact["path"].replace(
+            "artifacts/", f"artifacts/node{node}/", 1)}
+            for artifact in report.meta.get("artifacts", [])]
+    first = reports[0].meta
+    failed = [r.meta for r in reports if r.meta.get("exit_code")]
+    meta = {**first, "status": failed[0]["status"] if failed else first["status"],
+            "exit_code": failed[0]["exit_code"] if failed else 0, "command": command or [],
+            "passes": _merged_passes(reports), "artifacts": artifacts,
+            "ranks": sorted({rank for r in reports for rank in r.meta.get("ranks", [])}),
+            "merged_from": [{"run_dir": str(r.run_dir), "node": node,
+                             "environment": r.meta.get("environment", {})}
+                            for node, r in enumerate(reports)]}
+    frame = pd.concat([r.frame for r in reports], ignore_index=True)
+    samples = pd.concat([r.samples for r in reports], ignore_index=True)
+    merged = Report(frame, meta, target.final, samples)
+    save(merged, target.work)
+    merged.run_dir = target.commit()
+    return merged

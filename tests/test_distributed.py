@@ -1,0 +1,160 @@
+"""Several ranks under torchrun, several nodes merged, and the cross-rank view."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import profile_all as pa
+from conftest import EXAMPLES, TARGETS, profile_all
+
+DDP = EXAMPLES / "ddp_train.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", "--nproc-per-node", "2", DDP, "-o", out, "--", "--steps", "8",
+                       timeout=400)
+    assert done.returncode == 0, done.stderr
+    assert "trained 8 steps on 2 ranks (LOCAL_RANK 0)" in done.stdout
+    report = pa.load(out)
+    measured = report.frame[report.frame["backend"] != "derived"]
+    backends = set(measured["backend"])
+    assert {"wallclock", "cprofile", "torch-profiler", "flop-counter", "memory"} <= backends
+    for backend, ranks in measured.groupby("backend")["rank"]:
+        assert set(ranks) == {0, 1}, backend
+    artifacts = out / "artifacts"
+    for name in ("cprofile.rank{}.prof", "torch_trace.rank{}.json.gz", "mprofile.rank{}.dat"):
+        assert all((artifacts / name.format(rank)).is_file() for rank in (0, 1)), name
+    with gzip.open(artifacts / "torch_trace.rank1.json.gz") as trace:
+        assert json.load(trace)["distributedInfo"]["rank"] == 1
+    ranks = report.ranks()
+    step = ranks[(ranks["scope"] == "region") & (ranks["name"] == "train_step")
+                 & (ranks["backend"] == "wallclock")].iloc[0]
+    assert step["ranks"] == 2 and step["slowest_rank"] in (0, 1)
+    assert step["min"] <= step["median"] <= step["max"]
+    assert report.meta["distributed"]["world_size"] == 2 and report.meta["ranks"] == [0, 1]
+    assert "## Across ranks" in (out / "summary.md").read_text()
+    assert '<section id="ranks">' in (out / "report.html").read_text()
+
+
+def test_a_failing_rank_is_named_and_the_other_passes_run(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", "--nproc-per-node", "2", "-b", "wallclock", "-b", "cprofile",
+                       DDP, "-o", out, "--", "--steps", "8", "--fail-rank", "1",
+                       "--fail-step", "3", timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "rank 1: RuntimeError: rank 1 failed at step 3" in done.stderr
+    report = pa.load(out)
+    passes = report.meta["passes"]
+    assert [p["backends"] for p in passes] == [["wallclock"], ["cprofile"]]
+    for summary in passes:
+        assert summary["failed_rank"] == 1 and summary["exit_code"] == 1
+        assert {r["rank"] for r in summary["ranks"]} == {0, 1}
+    frame = report.frame
+    steps = frame[(frame["backend"] == "wallclock") & (frame["scope"] == "step")
+                  & (frame["metric"] == "calls")]
+    assert set(steps["rank"]) == {0, 1}  # both ranks' rows up to the failure
+    assert (steps["value"] == 3).all()
+    assert set(frame[frame["backend"] == "cprofile"]["rank"]) == {0, 1}
+
+
+def test_a_hanging_rank_is_stopped_by_the_timeout_and_both_ranks_kept(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", "--nproc-per-node", "2", "-b", "wallclock", "--timeout", "20",
+                       DDP, "-o", out, "--", "--steps", "8", "--hang-rank", "1",
+                       "--fail-step", "3", timeout=200)
+    assert done.returncode == 124, done.stderr
+    assert "timed out after 20 s" in done.stderr
+    frame = pa.load(out).frame
+    steps = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
+    assert dict(zip(steps["rank"], steps["value"], strict=True)) == {0: 3, 1: 3}
+    # rank 1 hung in "data", rank 0 waited in backward's all-reduce: both regions counted
+    hung = frame[(frame["scope"] == "region") & (frame["metric"] == "calls")
+                 & (frame["name"] == "data")]
+    assert dict(zip(hung["rank"], hung["value"], strict=True))[1] == 4
+
+
+def test_the_target_sees_what_torchrun_gives_it(tmp_path):
+    under_profile_all = tmp_path / "profiled"
+    done = profile_all("run", "--nproc-per-node", "2", "-b", "wallclock", TARGETS /
+                       "dump_env.py", "-o", tmp_path / "run", "--", under_profile_all)
+    assert done.returncode == 0, done.stderr
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", "2", str(TARGETS / "dump_env.py"), str(bare)],
+                   check=True, capture_output=True, timeout=120)
+    varying = {"MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+    for rank in (0, 1):
+        ours = json.loads((tmp_path / f"profiled.rank{rank}.json").read_text())
+        theirs = json.loads((tmp_path / f"bare.rank{rank}.json").read_text())
+        assert ours["name"] == theirs["name"] == "__main__"
+        assert ours["argv"][0] == theirs["argv"][0] == str(TARGETS / "dump_env.py")
+        assert {k: v for k, v in ours["env"].items() if k not in varying} == \
+            {k: v for k, v in theirs["env"].items() if k not in varying}
+        assert ours["env"]["RANK"] == str(rank) and ours["env"]["WORLD_SIZE"] == "2"
+
+
+def _node(out, node_rank, port, results):
+    results[node_rank] = profile_all(
+        "run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", str(node_rank),
+        "--rdzv-endpoint", f"127.0.0.1:{port}", "-b", "wallclock", DDP, "-o", out, "--",
+        "--steps", "5", timeout=300)
+
+
+def test_two_nodes_merge_into_one_report(tmp_path):
+    port, results = _free_port(), {}
+    nodes = [threading.Thread(target=_node, args=(tmp_path / f"node{k}", k, port, results))
+             for k in (0, 1)]
+    for node in nodes:
+        node.start()
+    for node in nodes:
+        node.join()
+    for done in results.values():
+        assert done.returncode == 0, done.stderr
+    merged = tmp_path / "merged"
+    done = profile_all("merge", tmp_path / "node0", tmp_path / "node1", "-o", merged)
+    assert done.returncode == 0, done.stderr
+    report = pa.load(merged)
+    assert set(report.frame["rank"]) == {0, 1} and report.meta["ranks"] == [0, 1]
+    assert {r["rank"] for r in report.meta["passes"][0]["ranks"]} == {0, 1}
+    assert (merged / "artifacts" / "node1" / "pass1.stdout.log").is_file()
+    assert not report.ranks().empty
+
+    again = profile_all("merge", tmp_path / "node0", tmp_path / "node0", "-o",
+                        tmp_path / "twice")
+    # c10d hands out ranks as nodes arrive: node0 may hold rank 1
+    assert again.returncode == 2 and re.search(r"pass 1 rank [01] is in both", again.stderr)
+    assert not (tmp_path / "twice").exists()
+    alone = tmp_path / "alone"
+    assert profile_all("run", "-b", "wallclock", TARGETS / "speed.py", "-o",
+                       alone).returncode == 0
+    other = profile_all("merge", tmp_path / "node0", alone, "-o", tmp_path / "mixed")
+    assert other.returncode == 2 and "are not from the same run" in other.stderr
+    forced = profile_all("merge", "--force", tmp_path / "node0", alone, "-o",
+                         tmp_path / "mixed")
+    assert forced.returncode == 0, forced.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--nproc-per-node", "0"], "--nproc-per-node wants a positive integer or auto"),
+    (["--nnodes", "2"], "several nodes need --rdzv-endpoint"),
+    (["--nnodes", "x"], "--nnodes wants N or MIN:MAX"),
+])
+def test_bad_launch_options(tmp_path, args, message):
+    done = profile_all("run", *args, "-b", "wallclock", DDP, "-o", tmp_path / "run")
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "run").exists()
