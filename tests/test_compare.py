@@ -89,3 +89,17 @@ def test_unreadable_runs_are_refused_and_left_as_they_were(runs, tmp_path):
     _refused(profile_all("compare", runs["base"], corrupt), "report.parquet cannot be read")
     _refused(profile_all("show", corrupt), "report.parquet cannot be read")
     assert sorted(path.name for path in corrupt.iterdir()) == before
+
+
+def test_two_model_benchmarks_compare_on_their_iterations(tmp_path):
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    runs = [pa.profile_model(model, [torch.randn(8, 64)], backends=[], iters=40, warmup=3,
+                             out=tmp_path / name) for name in ("a", "b")]
+    table = runs[0].compare(runs[1])
+    latency = table[table["kind"] == "model"].iloc[0]
+    assert latency["metric"] == "latency median" and latency["backend"] == "bench"
+    assert latency["calls_a"] == latency["calls_b"] == 40
+    assert latency["ci_low"] <= latency["change"] <= latency["ci_high"]
+    assert latency["verdict"] in ("slower", "faster", "within noise")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import profile_all as pa
 from conftest import TARGETS, profile_all, value_of
 
@@ -95,3 +97,37 @@ def test_a_killed_target_keeps_its_timeline(tmp_path):
     rows = _memory_rows(out)
     assert value_of(rows, scope="run", metric="peak_rss", stat="max") >= 95 * MIB
     assert not pa.load(out).memory().empty
+
+
+CUDA_REGIONS = """
+import torch
+import profile_all as pa
+
+MIB = 2**20
+torch.zeros(1, device="cuda")
+with pa.region("outer"):
+    kept = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+    with pa.region("inner"):
+        passing = torch.empty(128 * MIB, dtype=torch.uint8, device="cuda")
+        del passing
+    with pa.region("after"):
+        small = torch.empty(MIB, dtype=torch.uint8, device="cuda")
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_peaks_per_region_are_reset_and_nested(tmp_path):
+    script = tmp_path / "cuda_regions.py"
+    script.write_text(CUDA_REGIONS)
+    out = tmp_path / "run"
+    done = profile_all("run", script, "-b", "memory", "-o", out)
+    assert done.returncode == 0, done.stderr
+    rows = _memory_rows(out)
+
+    def peak(name):
+        return value_of(rows, scope="region", name=name, metric="gpu_mem_peak", stat="max")
+
+    assert peak("inner") >= 384 * MIB  # the 256 MiB kept plus its own 128 MiB
+    assert peak("outer") >= 384 * MIB  # its child's peak folded in
+    assert 257 * MIB <= peak("after") < 300 * MIB  # reset when it opened: not the 384
+    assert value_of(rows, scope="run", metric="gpu_mem_peak", stat="max") >= 384 * MIB

@@ -89,9 +89,8 @@ def _totals(kind: str, table_a: pd.DataFrame, table_b: pd.DataFrame, metric: str
 
 def _counts(a: Any, b: Any) -> list[dict]:
     found = []
-    counters_a = a.counters().set_index("counter") if not a.counters().empty else None
-    counters_b = b.counters().set_index("counter") if not b.counters().empty else None
-    if counters_a is not None and counters_b is not None:
+    counters_a, counters_b = a.counters().set_index("counter"), b.counters().set_index("counter")
+    if not counters_a.empty and not counters_b.empty:
         for counter in counters_a.index.intersection(counters_b.index):
             value_a = float(counters_a.at[counter, "flops"])
             value_b = float(counters_b.at[counter, "flops"])
