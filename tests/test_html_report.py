@@ -13,6 +13,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all.report import html
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -42,6 +43,11 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert all(base64.b64decode(data).startswith(b"\x89PNG") for _title, data in images)
     assert "mprof plot" in page and "profile-all view" in page
     assert f"<code>{run_dir}</code>" in page  # the final directory, not the one built in
+    # drawn while the run directory was still being built, the memory plot found its
+    # native file (the region bands) as it does once the run is in place
+    redrawn = html.render(pa.load(run_dir))
+    memory = re.compile(r'<img alt="Memory" src="([^"]+)"')
+    assert memory.search(page).group(1) == memory.search(redrawn).group(1)
 
 
 def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):

@@ -139,5 +139,5 @@ def render(report: Report, files_at: Path | None = None) -> str:
     title = _text(f"profile-all: {report.meta.get('target', {}).get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body(report)}\n"
-            f"</body></html>\n")
+            f"<title>{title}</title><style>{_CSS}</style></head>\n"
+            f"<body>\n{body(report, files_at)}\n</body></html>\n")

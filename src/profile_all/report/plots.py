@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib import ticker
 
 from profile_all.report.report import Report
 
@@ -43,6 +44,9 @@ def _barh(labels: list[str], values: list[float], xlabel: str, title: str) -> by
         positive = [value for value in values if value > 0]
         if positive and max(positive) > 30 * min(positive):  # small bars stay visible
             axes.set_xscale("log")
+            # the log scale's own labels are math text, which is off here
+            axes.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+            axes.xaxis.set_minor_formatter(ticker.NullFormatter())
             xlabel += " (log scale)"
         axes.set_yticks(range(len(labels)), [_short(label) for label in labels])
         axes.invert_yaxis()
