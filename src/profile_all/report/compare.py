@@ -5,7 +5,8 @@ Regions, steps and a model's iterations are compared on their per-call samples
 interval comes from a bootstrap of that ratio (each run's calls resampled with
 replacement). A change whose interval excludes zero is `slower` or `faster`; one whose
 interval holds zero is `within noise`. Fewer than MIN_CALLS calls on either side cannot be
-tested, and says so.
+tested, and says so. The interval holds the spread of the calls, not the drift between two
+runs on a busy machine: a CI threshold (`slower_than`) should sit above that drift.
 
 Functions (cProfile) and operators (torch.profiler) keep totals, not calls, so their change
 is shown without a test (`no per-call samples`). FLOP counts are exact: any difference is
