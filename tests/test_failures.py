@@ -113,3 +113,31 @@ def test_in_process_failure_is_reported_not_raised(tmp_path):
     assert report.exit_code == 3
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["status"] == "failed"
     assert _region_calls(report, 1, "work") == 3
+
+
+STUCK_IN_C = """
+import hashlib
+import profile_all as pa
+
+for _ in range(3):
+    with pa.region("before"):
+        pass
+    pa.step()
+with pa.region("stuck"):  # OpenSSL's loop: no Python bytecode runs, signals wait for it
+    hashlib.pbkdf2_hmac("sha256", b"password", b"salt", 10**9)
+"""
+
+
+def test_a_target_stuck_in_native_code_still_writes_its_pass_on_timeout(tmp_path):
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_IN_C)
+    started = time.monotonic()
+    done = profile_all("run", script, "-b", "wallclock", "--timeout", "3", "-o",
+                       tmp_path / "run")
+    assert done.returncode == 124, done.stderr
+    assert time.monotonic() - started < 30  # not the 10 s grace, nor pbkdf2's minutes
+    summary = pa.load(tmp_path / "run").meta["passes"][0]
+    assert not summary["recovered"]  # the worker wrote its result itself
+    frame = pa.load(tmp_path / "run").frame
+    before = frame[(frame["name"] == "before") & (frame["metric"] == "calls")]
+    assert before["value"].item() == 3

@@ -288,6 +288,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         else:
             pass_results = [PassRun(spec, own_process=False, target=target).run()]
         for result in pass_results:
+            if ended != "exited":  # what the rank itself said, before the pass's verdict
+                result["outcome"]["ended_as"] = result["outcome"]["error"]
             if ended == "timeout":
                 result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
                                          error=f"timed out after {timeout:g} s")
