@@ -22,7 +22,6 @@ from profile_all.report.report import Report
 _STYLE = {"text.parse_math": False, "font.size": 9, "axes.spines.top": False,
           "axes.spines.right": False, "figure.dpi": 100}
 TOP = 15
-_TIMERS = (("wall_time", "wallclock"), ("gpu_time", "cuda-events"), ("latency", "bench"))
 
 
 def _png(figure: plt.Figure) -> bytes:
@@ -55,20 +54,35 @@ def _barh(labels: list[str], values: list[float], xlabel: str, title: str) -> by
         return _png(figure)
 
 
+def _per_call(rows: pd.DataFrame, calls: pd.Series) -> pd.DataFrame:
+    """median, min and p90 per region; where a backend kept only totals (nsys), the mean
+    as the median and no spread."""
+    stats = rows.pivot_table(index=["parent", "name"], columns="stat", values="value",
+                             aggfunc="median")
+    if "median" not in stats.columns:
+        stats["median"] = stats["total"] / calls.reindex(stats.index)
+    for stat in ("min", "p90"):
+        if stat not in stats.columns:
+            stats[stat] = stats["median"]
+    return stats
+
+
 def region_times(report: Report) -> bytes | None:
-    """A group of bars per region and step: the median per call of every timer that timed
-    it, with a whisker from the minimum to the 90th percentile."""
-    frame = report.frame[report.frame["scope"].isin(["region", "step"])]
-    series = []
-    for metric, backend in _TIMERS:
-        timed = frame[(frame["metric"] == metric) & (frame["backend"] == backend)]
-        if timed.empty:
-            continue
-        stats = timed.pivot_table(index=["parent", "name"], columns="stat", values="value",
-                                  aggfunc="median")
-        series.append((backend, stats))
-    if not series:
+    """A group of bars per region and step: the median per call measured by every backend
+    that timed it (host or device time), with a whisker from the minimum to the p90."""
+    frame = report.frame[report.frame["scope"].isin(["region", "step"])
+                         & (report.frame["backend"] != "derived")]
+    timed = frame[frame["metric"].isin(["wall_time", "gpu_time"])]
+    if timed.empty:
         return None
+    both = timed.groupby("backend")["metric"].nunique()
+    series = []
+    for (backend, metric), rows in timed.groupby(["backend", "metric"], sort=False):
+        calls = frame[(frame["backend"] == backend) & (frame["metric"] == "calls")] \
+            .groupby(["parent", "name"])["value"].median()
+        label = f"{backend} {metric}" if both[backend] > 1 else backend
+        series.append((label, _per_call(rows, calls)))
+    series.sort(key=lambda entry: entry[0] != "wallclock")  # the clean timer's order first
     order = series[0][1].sort_values("total", ascending=False).index[:TOP]
     labels = [f"{parent}/{name}" if parent else name for parent, name in order]
     height = 0.8 / len(series)
@@ -78,9 +92,9 @@ def region_times(report: Report) -> bytes | None:
             stats = stats.reindex(order)
             median = stats["median"] * 1e3
             low = (stats["median"] - stats["min"]).clip(lower=0) * 1e3
-            high = (stats.get("p90", stats["median"]) - stats["median"]).clip(lower=0) * 1e3
+            high = (stats["p90"] - stats["median"]).clip(lower=0) * 1e3
             rows = [i + position * height for i in range(len(labels))]
-            axes.barh(rows, median, height=height, label=backend,
+            axes.barh(rows, median.fillna(0), height=height, label=backend,
                       xerr=[low.fillna(0), high.fillna(0)], capsize=2)
         axes.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))],
                         [_short(label) for label in labels])
