@@ -158,3 +158,12 @@ def test_bad_launch_options(tmp_path, args, message):
     done = profile_all("run", *args, "-b", "wallclock", DDP, "-o", tmp_path / "run")
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_api_runs_ranks_too(tmp_path):
+    report = pa.run(TARGETS / "dump_env.py", [tmp_path / "seen"], backends=["wallclock"],
+                    nproc_per_node=2, out=tmp_path / "run")
+    assert report.exit_code == 0 and report.meta["ranks"] == [0, 1]
+    assert set(report.frame["rank"]) == {0, 1}
+    with pytest.raises(pa.UsageError, match="not both"):
+        pa.run(TARGETS / "dump_env.py", nproc_per_node=2, launch=pa.Launch("2"))

@@ -8,6 +8,7 @@ profile-all: `profile-all run --nproc-per-node 2 scripts/examples/ddp_train.py`.
 """
 
 import argparse
+import gc
 import os
 import time
 
@@ -60,6 +61,12 @@ def main() -> None:
     if rank == 0:
         print(f"trained {args.steps} steps on {world} ranks "
               f"(LOCAL_RANK {os.environ['LOCAL_RANK']}), loss {loss.item():.3f}")
+    # Tear down in this order: with torch 2.13, a DDP model freed as main() returns, after
+    # destroy_process_group, deadlocks about one run in two when torch._dynamo was imported
+    # before the process group (as a torch.profiler session does), under bare torchrun too.
+    dist.barrier()
+    del model, optimizer, loss
+    gc.collect()
     dist.destroy_process_group()
 
 

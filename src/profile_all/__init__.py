@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.errors import ProfileAllError, UsageError
+from profile_all.launch import Launch
 from profile_all.regions import region, step
 
-__all__ = ["ProfileAllError", "Report", "UsageError", "load", "profile_model", "region", "run",
-           "step"]
+__all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "load", "merge",
+           "profile_model", "region", "run", "step"]
 
 
 def __getattr__(name: str) -> Any:
@@ -37,22 +38,38 @@ def __getattr__(name: str) -> Any:
 
 def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str] | None = None,
         out: str | Path | None = None, timeout: float | None = None, isolate: bool = True,
-        options: dict[str, dict[str, Any]] | None = None) -> Any:
+        options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
+        launch: Launch | None = None) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
-    backends: names as `profile-all backends` lists them (default: wallclock and cprofile).
+    backends: names as `profile-all backends` lists them (default: every backend that can
+    run here).
     out: the run directory (default `reports/<timestamp>-<script>/`).
     timeout: seconds each pass may run before it is stopped (exit code 124).
     isolate: False runs the passes in this process (no timeout then).
     options: per-backend options, e.g. {"wallclock": {"cpu_time": True}} for CPU time per
-    region, {"torch-profiler": {"record_shapes": True}}.
+    region, {"torch-profiler": {"record_shapes": True}}, {"memory": {"interval": 0.005}}.
+    nproc_per_node: ranks on this machine, each pass under torchrun (N, "auto", "cpu").
+    launch: for several machines, `Launch(nproc_per_node="8", nnodes="2", node_rank=0,
+    rdzv_endpoint="head:29500")` instead of nproc_per_node.
     """
     from profile_all import orchestrator
     from profile_all.targets import ScriptTarget
 
+    if launch is not None and str(nproc_per_node) != "1":
+        raise UsageError("give nproc_per_node or launch, not both")
+    launch = launch or Launch(nproc_per_node=str(nproc_per_node))
     return orchestrator.run(ScriptTarget(str(script), [str(a) for a in args]),
                             backend_names=backends, out=Path(out) if out else None,
-                            timeout=timeout, isolate=isolate, options=options)
+                            timeout=timeout, isolate=isolate, options=options, launch=launch)
+
+
+def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
+          force: bool = False) -> Any:
+    """One Report from the run directories of several nodes (`profile-all merge`)."""
+    from profile_all.merge import merge as merge_runs
+
+    return merge_runs([Path(d) for d in run_dirs], Path(out) if out else None, force=force)
 
 
 def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,

@@ -265,6 +265,11 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
             f"{name}: {why}" for name, why in selection.skipped.items()))
     passes = plan_passes(selection.runnable, timing_pass=is_model)
     preimport = sorted({module for cls in selection.runnable for module in cls.imports})
+    if launch.distributed:
+        # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
+        # DDP's teardown about one run in two, under bare torchrun too
+        # (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
+        preimport = [module for module in preimport if module != "torch._dynamo"]
     run_dir = RunDirectory.create(out, target.label)
 
     results, summaries, status = [], [], "complete"
