@@ -47,6 +47,7 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     assert step["ranks"] == 2 and step["slowest_rank"] in (0, 1)
     assert step["min"] <= step["median"] <= step["max"]
     assert report.meta["distributed"]["world_size"] == 2 and report.meta["ranks"] == [0, 1]
+    assert report.meta["preimported"] == ["torch"]  # not torch._dynamo: see the README
     assert "## Across ranks" in (out / "summary.md").read_text()
     assert '<section id="ranks">' in (out / "report.html").read_text()
 
