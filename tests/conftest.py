@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,13 @@ def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,
                           cwd=cwd, input=stdin if stdin is not None else "",
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.fixture

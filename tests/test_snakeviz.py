@@ -10,13 +10,7 @@ import sys
 import time
 import urllib.request
 
-from conftest import TARGETS, profile_all
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from conftest import TARGETS, free_port, profile_all
 
 
 def test_view_serves_the_profile_on_loopback(tmp_path):
@@ -29,7 +23,7 @@ def test_view_serves_the_profile_on_loopback(tmp_path):
 
     server = subprocess.Popen(
         [sys.executable, "-m", "profile_all", "view", str(run_dir), "--no-browser",
-         "--port", str(_free_port())], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         "--port", str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
     try:
         deadline = time.monotonic() + 60
