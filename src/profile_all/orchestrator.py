@@ -193,7 +193,9 @@ def _recover(spec: dict[str, Any], return_code: int, rank: int = 0,
                         "target_wall_time": None}}
 
 
-_CAUSES_LAST = ("ok", "terminated")  # a rank stopped by torchrun did not cause the failure
+#: outcomes that did not cause a pass to fail, least telling last: a rank stopped by
+#: torchrun after another failed, then a rank that ended well
+_CAUSES_LAST = ("terminated", "ok")
 
 
 def _pass_summary(run_pass: Pass, results: list[dict[str, Any]], wall: float,
