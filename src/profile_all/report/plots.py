@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib import ticker
 
 from profile_all.report.report import Report
+from profile_all.report.tables import region_paths
 
 _STYLE = {"text.parse_math": False, "font.size": 9, "axes.spines.top": False,
           "axes.spines.right": False, "figure.dpi": 100}
@@ -84,7 +85,7 @@ def region_times(report: Report) -> bytes | None:
         series.append((label, _per_call(rows, calls)))
     series.sort(key=lambda entry: entry[0] != "wallclock")  # the clean timer's order first
     order = series[0][1].sort_values("total", ascending=False).index[:TOP]
-    labels = [f"{parent}/{name}" if parent else name for parent, name in order]
+    labels = region_paths([parent for parent, _ in order], [name for _, name in order])
     height = 0.8 / len(series)
     with plt.rc_context(_STYLE):
         figure, axes = plt.subplots(figsize=(9, 0.35 * len(labels) * len(series) + 1.4))

@@ -29,13 +29,22 @@ def fmt_count(value: Any) -> str:
     return "" if value is None or pd.isna(value) else f"{int(value):,}"
 
 
+def region_paths(parents: Any, names: Any) -> list[str]:
+    """`parent/name` for a region inside another, `name` for the rest."""
+    return [f"{parent}/{name}" if parent else name
+            for parent, name in zip(parents, names, strict=True)]
+
+
+def fmt_change(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else f"{value:+.1%}"
+
+
 def summary_table(report: Report) -> pd.DataFrame:
     summary = report.summary()
     if summary.empty:
         return pd.DataFrame()
     shown = pd.DataFrame({"scope": summary["scope"]})
-    shown["name"] = [f"{parent}/{name}" if parent else name
-                     for parent, name in zip(summary["parent"], summary["name"], strict=True)]
+    shown["name"] = region_paths(summary["parent"], summary["name"])
     calls = [c for c in summary.columns if c.endswith(".calls.total")]
     if calls:
         shown["calls"] = summary[calls[0]].map(fmt_count)
@@ -74,8 +83,7 @@ def ranks_table(report: Report) -> pd.DataFrame:
         return pd.DataFrame()
     return pd.DataFrame({
         "scope": ranks["scope"],
-        "name": [f"{parent}/{name}" if parent else name
-                 for parent, name in zip(ranks["parent"], ranks["name"], strict=True)],
+        "name": region_paths(ranks["parent"], ranks["name"]),
         "measure": ranks["backend"] + " " + ranks["metric"],
         "ranks": ranks["ranks"].astype(str),
         "min": ranks["min"].map(fmt_seconds),
@@ -176,8 +184,7 @@ def counters_table(report: Report) -> pd.DataFrame:
         "GFLOP": counters["flops"].map(fmt_giga),
         "GMAC": counters["macs"].map(fmt_giga),
         "params": counters["params"].map(fmt_count),
-        "vs flop-counter": counters["vs_reference"].map(
-            lambda v: "" if pd.isna(v) else f"{v:+.1%}"),
+        "vs flop-counter": counters["vs_reference"].map(fmt_change),
         "why": counters["cause"],
     })
 
@@ -254,18 +261,14 @@ def _fmt_measure(metric: str, value: Any) -> str:
 
 def compare_table(table: pd.DataFrame) -> pd.DataFrame:
     """`Report.compare`'s table for display: the change and its 95% interval in percent."""
-    def percent(value: Any) -> str:
-        return "" if pd.isna(value) else f"{value:+.1%}"
-
     return pd.DataFrame({
         "kind": table["kind"],
-        "name": [f"{parent}/{name}" if parent else name
-                 for parent, name in zip(table["parent"], table["name"], strict=True)],
+        "name": region_paths(table["parent"], table["name"]),
         "measure": table["backend"] + " " + table["metric"],
         "A": [_fmt_measure(m, v) for m, v in zip(table["metric"], table["a"], strict=True)],
         "B": [_fmt_measure(m, v) for m, v in zip(table["metric"], table["b"], strict=True)],
-        "change": table["change"].map(percent),
-        "95% interval": [f"{percent(low)} .. {percent(high)}" if not pd.isna(low) else ""
+        "change": table["change"].map(fmt_change),
+        "95% interval": [f"{fmt_change(low)} .. {fmt_change(high)}" if not pd.isna(low) else ""
                          for low, high in zip(table["ci_low"], table["ci_high"], strict=True)],
         "verdict": table["verdict"],
     })
