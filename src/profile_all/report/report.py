@@ -105,6 +105,23 @@ class Report:
         """A row per GPU kernel (torch.profiler or nsys), most device time first."""
         return self._table("kernel", ["calls", "gpu_time"], "gpu_time", top)
 
+    def transfers(self, top: int | None = None) -> pd.DataFrame:
+        """A row per kind of device copy and fill (memcpy, memset): calls, device time,
+        bytes and the bandwidth they achieved (B/s), most device time first."""
+        tables = [self._table(scope, ["calls", "gpu_time", "bytes"], "gpu_time", None)
+                  .assign(kind=scope) for scope in ("memcpy", "memset")]
+        table = pd.concat([t for t in tables if not t.empty] or [tables[0]],
+                          ignore_index=True)
+        table = table.reindex(columns=["kind", "name", "calls", "gpu_time", "bytes"])
+        table["bandwidth"] = table["bytes"] / table["gpu_time"].where(table["gpu_time"] > 0)
+        table = table.sort_values("gpu_time", ascending=False, ignore_index=True)
+        return table.head(top) if top else table
+
+    def api_calls(self, top: int | None = None) -> pd.DataFrame:
+        """A row per CUDA runtime or driver API (cudaLaunchKernel, cudaMemcpyAsync,
+        cudaDeviceSynchronize...): calls and host time spent in them, most time first."""
+        return self._table("api", ["calls", "wall_time"], "wall_time", top)
+
     @property
     def _train(self) -> bool:
         return bool(self.meta.get("model", {}).get("train"))

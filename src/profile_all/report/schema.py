@@ -15,8 +15,14 @@ SAMPLE_COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric"
 #: Columns a backend fills; the worker adds backend, pass and rank.
 MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 
-SCOPES = ("run", "region", "step", "function", "operator", "operator_shape", "kernel", "module",
-          "line", "memory")
+#: `memcpy` and `memset`: device copies and fills by kind (name as Kineto writes it, e.g.
+#: "Memcpy HtoD (Pageable -> Device)"); `api`: CUDA runtime and driver calls on the host
+SCOPES = ("run", "region", "step", "function", "operator", "operator_shape", "kernel",
+          "memcpy", "memset", "api", "module", "line", "memory")
+
+#: the operator row that holds device time no operator launched (kernels launched outside
+#: any operator, or whose launch is not in the trace): kept, never dropped
+UNATTRIBUTED = "(unattributed)"
 
 UNIT_OF_METRIC = {
     "wall_time": "s",
@@ -34,6 +40,8 @@ UNIT_OF_METRIC = {
     "latency": "s",
     "iterations": "count",
     "peak_memory": "B",
+    "bytes": "B",
+    "attributed_share": "ratio",
 }
 
 
