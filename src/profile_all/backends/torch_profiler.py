@@ -7,6 +7,11 @@ never from `key_averages()` (80 s and 4.9 GB for a 570,000-event profile on 2 co
 Regions become `record_function` ranges, so they show in the trace and as region rows;
 `pa.step()` is `prof.step()`, which drives the optional schedule (wait, warmup, active).
 
+torch writes record_function names into the trace as they are, except that it drops
+newlines, turns `\\` into `/` and writes "unknown" for non-ASCII: so a region name with
+any character outside printable ASCII, or with `"`, `\\` or `%`, is percent-encoded in the
+trace (`a%22b`) and decoded back in the rows, so that it matches the other backends'.
+
 torch.profiler allows one session per process: a target that opens its own ends ours
 when it closes, and exporting our session after that crashes the process (seen with
 torch 2.13). So `stop` checks that our session is still the running one, and when it is
@@ -17,12 +22,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
+from urllib.parse import quote, unquote
 
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.errors import ProfileAllError
 
 OPTION_NAMES = ("record_shapes", "profile_memory", "with_flops", "with_stack")
+#: what torch writes into a trace unchanged
+_TRACE_SAFE = re.compile(r"[ !#$&-\[\]-~]*")
+
+
+def trace_name(name: str) -> str:
+    """`name` as it can travel through a trace: itself, or percent-encoded when torch would
+    change it or write invalid JSON."""
+    return name if _TRACE_SAFE.fullmatch(name) else quote(name, safe=" ")
 
 
 class SessionCollision(ProfileAllError):
@@ -54,6 +69,7 @@ class TorchProfiler(Backend):
         self._path = ctx.artifact_path("torch_trace.json.gz")
         self._exported = False
         self._collision: str | None = None
+        self._encoded: dict[str, str] = {}  # trace_name(region) -> region
         self._profile = profile(
             activities=activities,
             schedule=schedule(**steps, repeat=1) if steps else None,
@@ -62,7 +78,10 @@ class TorchProfiler(Backend):
         self._profile.start()
 
     def enter(self, name: str, parent: str) -> Any:
-        marker = self._torch.autograd.profiler.record_function(name)
+        traced = trace_name(name)
+        if traced is not name:
+            self._encoded[traced] = name
+        marker = self._torch.autograd.profiler.record_function(traced)
         marker.__enter__()
         return marker
 
@@ -118,4 +137,17 @@ class TorchProfiler(Backend):
                             "Perfetto (ui.perfetto.dev), TensorBoard, HTA",
                             "open https://ui.perfetto.dev and load {run_dir}/"
                             + str(self._path.relative_to(ctx.artifacts_dir.parent)))
-        return Collected(trace_rows(load(self._path)), [artifact])
+        rows = trace_rows(load(self._path))
+        if self._encoded:
+            rows = [self._decoded(measured) for measured in rows]
+        return Collected(rows, [artifact])
+
+    def _decoded(self, measured: list[Any]) -> list[Any]:
+        """A row whose region name or parent path held encoded names, decoded."""
+        scope, name, parent = measured[:3]
+        if scope not in ("region", "step"):
+            return measured
+        name = self._encoded.get(name, name)
+        if parent:
+            parent = "/".join(self._encoded.get(part, part) for part in parent.split("/"))
+        return [scope, name, parent, *measured[3:]]

@@ -1,7 +1,7 @@
 """torch.profiler (Kineto) chrome traces -> compact event columns, in bounded memory.
 
 Parsing a whole trace with orjson builds a Python dict per event, about ten times the
-file's size. So the `traceEvents` array is cut into chunks of about CHUNK_BYTES at event
+file's size. So the event array is cut into chunks of about CHUNK_BYTES at event
 boundaries, each chunk is parsed alone, and only the columns the analyses need are kept.
 
 An event boundary is `}` `,` `{"` with optional whitespace between: a raw `{"` cannot occur
@@ -10,9 +10,15 @@ two objects. It may fall between two objects nested in an event's args: that chu
 to parse and is joined with the next one. A trace without such boundaries is parsed whole.
 
 Formats read: Kineto's pretty-printed JSON and minified JSON, `.json` or gzip (by content,
-not by name), category names in either case (`cpu_op`/`Operator`, `kernel`/`Kernel`...),
-`displayTimeUnit: "ns"` (ts and dur in ns) or anything else (µs, the format's default),
-string or integer pid/tid, and the rank from `distributedInfo`.
+not by name); a `{"traceEvents": [...]}` object or a bare JSON array of events; the 2021
+Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtime`,
+`Memcpy`, `Memset`, `external id` in lower case, `tid` strings such as `"stream 7"`,
+`ProfilerStep#N` as an `Operator`); string or integer pid/tid; the rank from
+`distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says: the
+Trace Event Format makes that field a display hint only.
+
+torch writes a `"` in a record_function name raw, which is invalid JSON; such a trace is
+read after re-escaping the quotes of its `"name"` lines (Kineto writes one key a line).
 """
 
 from __future__ import annotations
@@ -39,23 +45,32 @@ CATEGORIES = {
     "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
     "gpu_memset": "memset", "memset": "memset",
     "cuda_runtime": "runtime", "runtime": "runtime", "cuda_driver": "runtime",
+    "hip_runtime": "runtime",
     "user_annotation": "annotation", "gpu_user_annotation": "gpu_annotation",
 }
+STEP_PREFIX = "ProfilerStep#"
+#: the flow events that tie a launch (`s`, on the CPU) to its device activity (`f`)
+FLOW_CATEGORY = "ac2g"
 
 
 @dataclass
 class TraceColumns:
-    """The kept events, a list of tuples per kind (names interned)."""
+    """The kept events, a list of tuples per kind (names interned). Threads are "pid:tid"
+    strings, so that integer and string ids ("stream 7") compare alike."""
 
-    # (name, pid, tid, ts, dur, external_id, flops, input_dims)
+    # (name, thread, ts, dur, external_id, flops, input_dims)
     ops: list[tuple] = field(default_factory=list)
-    # (name, kind, dur, external_id): kernels, memcpy and memset on the device
+    # (name, kind, thread, ts, dur, correlation, bytes): kernels, memcpy, memset
     device: list[tuple] = field(default_factory=list)
-    # (name, pid, tid, ts, dur)
+    # (name, thread, ts, dur, correlation, external_id): CUDA/HIP runtime and driver calls
+    runtime: list[tuple] = field(default_factory=list)
+    # (name, thread, ts, dur): record_function ranges (regions) and ProfilerStep#N
     annotations: list[tuple] = field(default_factory=list)
     # (name, dur)
     gpu_annotations: list[tuple] = field(default_factory=list)
-    runtime_calls: int = 0
+    #: ac2g flow ids by the (thread, ts) they start (launch) or finish (device) at
+    flow_starts: dict[tuple[str, float], int] = field(default_factory=dict)
+    flow_finishes: dict[tuple[str, float], int] = field(default_factory=dict)
     events: int = 0
 
 
@@ -64,7 +79,8 @@ class ChromeTrace:
     path: Path
     meta: dict[str, Any]
     columns: TraceColumns
-    seconds_per_unit: float  # ts and dur times this give seconds
+    #: ts and dur times this give seconds: always microseconds (see the module's doc)
+    seconds_per_unit: float = 1e-6
 
     @property
     def rank(self) -> int:
@@ -98,7 +114,8 @@ def _json_error(path: Path, data: bytes) -> IngestError:
         if not data.strip():
             return IngestError(f"{path}: empty file, not a trace")
         return IngestError(f"{path}: not valid JSON, corrupt or truncated ({error})")
-    return IngestError(f"{path}: not a torch.profiler chrome trace (no traceEvents list)")
+    return IngestError(f"{path}: not a torch.profiler chrome trace (no traceEvents list, "
+                       "and not a JSON array of events)")
 
 
 def _parse_array(data: bytes, start: int, stop: int) -> list[dict]:
@@ -118,32 +135,61 @@ class _Collector:
         columns, names, basic = self.columns, self._names, self._basic
         columns.events += len(events)
         for event in events:
-            if type(event) is not dict or event.get("ph") != "X":
+            if type(event) is not dict:
+                continue
+            phase = event.get("ph")
+            if phase != "X":
+                if phase in ("s", "f") and event.get("cat") == FLOW_CATEGORY:
+                    self._flow(event)
                 continue
             category = event.get("cat")
             kind = CATEGORIES.get(category) or CATEGORIES.get(str(category).lower())
             if kind is None:
-                continue
-            if kind == "runtime":
-                columns.runtime_calls += 1
                 continue
             try:
                 name, pid, tid, ts, dur = basic(event)
             except KeyError:
                 continue
             name = names.setdefault(name, name)
+            thread = f"{pid}:{tid}"
             args = event.get("args") or {}
-            if kind == "op":
-                dims = args.get("Input Dims")
+            if kind == "op" and not name.startswith(STEP_PREFIX):
+                dims = args.get("Input Dims") or args.get("Input dims")
                 flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
-                columns.ops.append((name, pid, tid, ts, dur, _external_id(args), flops,
+                columns.ops.append((name, thread, ts, dur, _external_id(args), flops,
                                     str(dims) if dims else None))
-            elif kind == "annotation":
-                columns.annotations.append((name, pid, tid, ts, dur))
+            elif kind in ("op", "annotation"):  # old traces write ProfilerStep#N as an op
+                columns.annotations.append((name, thread, ts, dur))
             elif kind == "gpu_annotation":
                 columns.gpu_annotations.append((name, dur))
+            elif kind == "runtime":
+                columns.runtime.append((name, thread, ts, dur, _correlation(args),
+                                        _external_id(args)))
             else:
-                columns.device.append((name, kind, dur, _external_id(args)))
+                columns.device.append((name, kind, thread, ts, dur, _correlation(args),
+                                       _number(args.get("bytes"))))
+
+    def _flow(self, event: dict) -> None:
+        flow_id, ts = event.get("id"), event.get("ts")
+        if not isinstance(flow_id, int) or ts is None:
+            return
+        key = (f"{event.get('pid')}:{event.get('tid')}", ts)
+        target = self.columns.flow_starts if event["ph"] == "s" else self.columns.flow_finishes
+        target[key] = flow_id
+
+
+def _correlation(args: dict) -> int:
+    value = args.get("correlation", -1)
+    return value if isinstance(value, int) else -1
+
+
+def _external_id(args: dict) -> int:
+    value = args.get("External id", args.get("external id", -1))
+    return value if isinstance(value, int) else -1
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 #: matrix products whose FLOPs the shapes give: operator -> positions of its two matrices
@@ -167,24 +213,26 @@ def matmul_flops(name: str, dims: list) -> int:
         return 0
 
 
-def _external_id(args: dict) -> int:
-    value = args.get("External id", args.get("external id", -1))
-    return value if isinstance(value, int) else -1
-
-
-def _events_span(data: bytes) -> tuple[int, int] | None:
-    """(first event's `{`, the array's closing `]`) when the layout is the usual one."""
-    key = data.find(_ARRAY_KEY)
-    if key < 0:
-        return None
-    opening = data.find(b"[", key)
+def _events_span(data: bytes) -> tuple[int, int, int] | None:
+    """(the event array's `[`, its first event's `{`, its closing `]`) when the layout is
+    the usual one: a `traceEvents` array in an object, or a bare array of events."""
+    stripped = len(data) - len(data.lstrip())
+    if data[stripped:stripped + 1] == b"[":
+        opening = stripped
+    else:
+        key = data.find(_ARRAY_KEY)
+        if key < 0:
+            return None
+        opening = data.find(b"[", key)
     first = opening + 1
     while first < len(data) and data[first] in b" \t\r\n":
         first += 1
     if first >= len(data):
         return None
     if data[first:first + 1] == b"]":
-        return first, first  # an empty list
+        return opening, first, first  # an empty list
+    if data[first:first + 1] != b"{":
+        return None  # not an array of event objects
     # the closing bracket: the last `]` after which the rest of the document still parses
     closing = len(data)
     for _ in range(4096):
@@ -195,35 +243,58 @@ def _events_span(data: bytes) -> tuple[int, int] | None:
             orjson.loads(data[:opening + 1] + data[closing:])
         except orjson.JSONDecodeError:
             continue
-        return first, closing
+        return opening, first, closing
     return None
+
+
+#: a pretty-printed name line whose value holds a raw `"` (torch does not escape them)
+_RAW_QUOTED_NAME = re.compile(rb'^(\s*"name": ")(.*".*)(",?)\s*$', re.MULTILINE)
+
+
+def _escape_raw_quotes(data: bytes) -> bytes:
+    def escape(match: re.Match) -> bytes:
+        inner = re.sub(rb'(?<!\\)"', rb'\\"', match.group(2))
+        return match.group(1) + inner + match.group(3)
+
+    return _RAW_QUOTED_NAME.sub(escape, data)
+
+
+def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
+    """(metadata, columns), or None when the bytes are not a trace this reader parses."""
+    span = _events_span(data)
+    if span is not None:
+        opening, first, closing = span
+        meta = orjson.loads(data[:opening + 1] + data[closing:])
+        collector = _Collector()
+        if isinstance(meta, list):
+            meta = {}
+        if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector):
+            meta.pop("traceEvents", None)
+            return meta, collector.columns
+    try:  # an unusual layout: parse the whole document at once
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    events = document if isinstance(document, list) else (
+        document.pop("traceEvents", None) if isinstance(document, dict) else None)
+    if not isinstance(events, list) or (events and not isinstance(events[0], dict)):
+        return None
+    collector = _Collector()
+    collector.add(events)
+    return (document if isinstance(document, dict) else {}), collector.columns
 
 
 def load(path: str | Path) -> ChromeTrace:
     """Read a chrome trace into compact columns; IngestError when it is not one."""
     path = Path(path)
     data = read_bytes(path)
-    span = _events_span(data)
-    collector = _Collector()
-    meta = None
-    if span is not None:
-        first, closing = span
-        meta = orjson.loads(data[:data.find(b"[", data.find(_ARRAY_KEY)) + 1] + data[closing:])
-        if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector):
-            meta.pop("traceEvents", None)
-        else:
-            collector, meta = _Collector(), None
-    if meta is None:  # an unusual layout, or a bad file: parse the whole document at once
-        try:
-            document = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise _json_error(path, data) from None
-        if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-            raise _json_error(path, data)
-        collector.add(document.pop("traceEvents"))
-        meta = document
-    unit = 1e-9 if meta.get("displayTimeUnit") == "ns" else 1e-6
-    return ChromeTrace(path, meta, collector.columns, unit)
+    read = _read_columns(data)
+    if read is None and b'"name": "' in data:
+        read = _read_columns(_escape_raw_quotes(data))
+    if read is None:
+        raise _json_error(path, data)
+    meta, columns = read
+    return ChromeTrace(path, meta, columns)
 
 
 def _collect_chunks(data: bytes, first: int, closing: int, collector: _Collector) -> bool:

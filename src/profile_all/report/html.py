@@ -123,6 +123,11 @@ def body(report: Report, files_at: Path | None = None) -> str:
     kernels = report.kernels()
     parts.append(_section("kernels", "Kernels by device time",
                           _table(tables.kernels_table(report, TOP), len(kernels))))
+    parts.append(_section("transfers", "Device copies and fills",
+                          _table(tables.transfers_table(report, TOP),
+                                 len(report.transfers()))))
+    parts.append(_section("api", "CUDA API calls by host time",
+                          _table(tables.api_table(report, TOP), len(report.api_calls()))))
     parts.append(_section("modules", "Modules (FLOPs per counter)",
                           _table(tables.modules_table(report, 40))))
     parts.append(_section("lines", "Line-by-line memory", _table(tables.lines_table(report))))

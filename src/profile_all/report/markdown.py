@@ -41,6 +41,8 @@ def render(report: Report, top: int = TOP) -> str:
                           tables.functions_table(report, None)),
                          ("Operators (torch.profiler)", tables.operators_table(report, None)),
                          ("Kernels by device time", tables.kernels_table(report, None)),
+                         ("Device copies and fills", tables.transfers_table(report, None)),
+                         ("CUDA API calls by host time", tables.api_table(report, None)),
                          ("Line-by-line memory", tables.lines_table(report))):
         if not table.empty:
             out += [f"## {title}", "", _table(*tables.cut(table, top)), ""]

@@ -37,10 +37,18 @@ UNIT_OF_METRIC = {
     "flops": "FLOP",
     "macs": "MAC",
     "params": "count",
+    # FLOP counters, per module: forward calls are `calls`
+    "backward_calls": "count",
+    "backward_flops": "FLOP",
+    "attention_flops": "FLOP",  # forward FLOPs of scaled dot-product attention operators
+    "outputs": "count",  # output elements, over the calls seen
+    "bias_adds": "count",  # one per output element of a module with a `bias` parameter
+    "module_type": "count",  # 1, with the module's class name in the stat column
     "latency": "s",
     "iterations": "count",
     "peak_memory": "B",
     "bytes": "B",
+    "gpu_span": "s",
     "attributed_share": "ratio",
 }
 

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from profile_all.report.report import Report
+from profile_all.report.schema import UNATTRIBUTED
 
 _TIME_METRICS = ("wall_time", "gpu_time", "cpu_time")
 _SHOWN_STATS = {"wall_time": ("total", "mean", "median", "std", "p90"),
@@ -152,6 +153,21 @@ def kernels_table(report: Report, top: int | None) -> pd.DataFrame:
         ("calls", "calls", fmt_count), ("gpu_time", "device time", fmt_seconds)])
 
 
+def transfers_table(report: Report, top: int | None) -> pd.DataFrame:
+    return _shown(report.transfers(top), "copy or fill", [
+        ("calls", "calls", fmt_count), ("gpu_time", "device time", fmt_seconds),
+        ("bytes", "bytes", fmt_bytes), ("bandwidth", "bandwidth", fmt_bandwidth)])
+
+
+def api_table(report: Report, top: int | None) -> pd.DataFrame:
+    return _shown(report.api_calls(top), "CUDA API call", [
+        ("calls", "calls", fmt_count), ("wall_time", "host time", fmt_seconds)])
+
+
+def fmt_bandwidth(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else f"{value / 1e9:.3g} GB/s"
+
+
 def latency_table(report: Report) -> pd.DataFrame:
     latency = report.latency()
     if latency.empty:
@@ -244,9 +260,26 @@ def problems(report: Report) -> list[str]:
         from profile_all.report.counters import zero_counts
 
         lines += zero_counts(report.frame)
+    lines += attribution_warnings(report)
     if report.meta.get("passes_not_run"):
         lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
     return lines
+
+
+#: below this share of device time reaching an operator, the operators' device times are
+#: doubtful enough to say so
+ATTRIBUTED_ENOUGH = 0.95
+
+
+def attribution_warnings(report: Report) -> list[str]:
+    """Traces whose device time mostly did not reach an operator (kernels launched outside
+    any operator, or launches missing from the trace): their operator times are partial."""
+    frame = report.frame
+    shares = frame[(frame["metric"] == "attributed_share") & (frame["scope"] == "run")]
+    return [f"pass {entry['pass']} rank {entry['rank']}: only {entry['value']:.1%} of the "
+            f"device time reached an operator (the rest is the {UNATTRIBUTED} row): per-"
+            "operator device times are partial" for _, entry in shares.iterrows()
+            if entry["value"] < ATTRIBUTED_ENOUGH]
 
 
 def _fmt_measure(metric: str, value: Any) -> str:

@@ -11,7 +11,7 @@ from profile_all.report import tables
 from profile_all.report.report import Report
 
 TOP = 10
-_NAME_COLUMNS = {"function", "operator", "kernel"}
+_NAME_COLUMNS = {"function", "operator", "kernel", "copy or fill", "CUDA API call"}
 
 
 def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0) -> Table:
@@ -41,6 +41,8 @@ def render(report: Report, console: Console, top: int = TOP) -> None:
                          ("Functions by self time", tables.functions_table(report, None)),
                          ("Operators", tables.operators_table(report, None)),
                          ("Kernels by device time", tables.kernels_table(report, None)),
+                         ("Device copies and fills", tables.transfers_table(report, None)),
+                         ("CUDA API calls by host time", tables.api_table(report, None)),
                          ("Line-by-line memory", tables.lines_table(report))):
         if not table.empty:
             console.print(rich_table(title, *tables.cut(table, top)))
