@@ -4,15 +4,20 @@ Tables and columns are looked up by name, absent tables are tolerated (nsys 2024
 only non-empty ones), unknown columns are ignored, so exports of different nsys versions
 read alike.
 
-GPU work is asynchronous: an NVTX range on the CPU covers the kernel *launches* made inside
-it, not the kernels, which may run long after. So a range's GPU time is projected: a
-kernel belongs to the ranges open on the thread that launched it, at the launch, found
-through `correlationId` in CUPTI_ACTIVITY_KIND_RUNTIME (never by time overlap on the GPU).
-Times are nanoseconds in the export; rows are seconds.
+GPU work is asynchronous: an NVTX range on the CPU covers the *launches* made inside it
+(kernels, copies, fills), not the device work, which may run long after. So a range's GPU
+time is projected: device work belongs to the ranges open on the thread that launched it,
+at the launch, found through `correlationId` in CUPTI_ACTIVITY_KIND_RUNTIME (never by time
+overlap on the GPU). Times are nanoseconds in the export; rows are seconds.
+
+Copies and fills are named as Kineto names them ("Memcpy HtoD (Pageable -> Device)",
+"Memset (Device)"), so that torch.profiler's rows and these line up; CUDA API calls as
+`nsys stats` names them (the `_v7000` version suffix dropped).
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -23,10 +28,51 @@ import pandas as pd
 from profile_all.ingest import IngestError
 from profile_all.report.schema import row
 
-#: NVTX event types that are ranges: push/pop (59) and start/end (60)
+#: NVTX event types that are ranges: push/pop (59) and start/end (60); and a domain's creation
 RANGE_EVENT_TYPES = (59, 60)
+DOMAIN_EVENT_TYPE = 75
 _PID_SHIFT = 24  # a serialized globalTid holds the pid above its low 24 bits
 _NANO = 1e-9
+
+#: ENUM_CUDA_MEMCPY_OPER's labels by id, as nsys documents them (exports before 2023 carry
+#: no ENUM tables)
+COPY_LABELS = dict(enumerate([
+    "Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array", "Array-to-Host",
+    "Array-to-Array", "Array-to-Device", "Device-to-Array", "Device-to-Device", "Host-to-Host",
+    "Peer-to-Peer", "Unified Host-to-Device", "Unified Device-to-Host",
+    "Unified Device-to-Device"]))
+#: ENUM_CUDA_MEM_KIND's labels by id (nsys's own numbering, not CUPTI's)
+MEMORY_LABELS = dict(enumerate([
+    "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static",
+    "Unknown"]))
+#: CUPTI_ACTIVITY_KIND_RUNTIME.eventClass of the CUDA backtrace records, when the export has
+#: no ENUM_NSYS_EVENT_CLASS: they repeat an API call (same thread, correlationId and
+#: interval) to carry its call stack, so counting them would count the call twice
+BACKTRACE_EVENT_CLASS = 67
+_COPY_LABEL = re.compile(r"(Unified )?(\w)\w*-to-(\w)\w*")
+
+
+def copy_kind(label: str) -> str:
+    """Kineto's short form of an nsys copy label: "Host-to-Device" -> "HtoD"; a label
+    already short ("HtoD", as older nsys writes it) is kept."""
+    match = _COPY_LABEL.fullmatch(label)
+    if match is None:
+        return label
+    unified, source, destination = match.groups()
+    return f"{unified or ''}{source}to{destination}"
+
+
+def memcpy_name(kind: str, source: str, destination: str) -> str:
+    return f"Memcpy {copy_kind(kind)} ({source} -> {destination})"
+
+
+def memset_name(memory: str) -> str:
+    return f"Memset ({memory})"
+
+
+def api_names(names: pd.Series) -> pd.Series:
+    """`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`, as `nsys stats` shows them."""
+    return names.str.replace(r"_v\d+$", "", regex=True)
 
 
 class NsysExport:
@@ -55,6 +101,11 @@ class NsysExport:
         select = ", ".join(f'"{c}"' if c in present else f'NULL as "{c}"' for c in wanted)
         return pd.read_sql_query(f'select {select} from "{table}" {where}', self.db)
 
+    def labels(self, table: str, documented: dict[int, str]) -> dict[int, str]:
+        """An ENUM table's id -> label, or nsys's documented labels where it is absent."""
+        found = self.frame(table, ["id", "label"]).dropna()
+        return dict(zip(found["id"].astype(int), found["label"], strict=True)) or documented
+
     def text(self, literal: Any, string_id: Any) -> str:
         if isinstance(literal, str):
             return literal
@@ -65,13 +116,29 @@ def _pid(global_ids: pd.Series) -> pd.Series:
     return global_ids.fillna(0).astype("int64") // (1 << _PID_SHIFT)
 
 
+def _domains(export: NsysExport) -> dict[tuple[int, int], str]:
+    """NVTX domain names by (domainId, pid): a domain id is its process's own."""
+    created = export.frame("NVTX_EVENTS", ["domainId", "text", "textId", "globalTid"],
+                           f"where eventType = {DOMAIN_EVENT_TYPE}")
+    return {(domain, pid): export.text(text, text_id) for domain, text, text_id, pid in zip(
+        created["domainId"], created["text"], created["textId"], _pid(created["globalTid"]),
+        strict=True)}
+
+
 def _ranges(export: NsysExport) -> pd.DataFrame:
+    """NVTX ranges, named as `nsys stats` names them: `domain:text` in a domain of the
+    user's, the text alone in the default domain (where pa.region's ranges are)."""
     types = ", ".join(map(str, RANGE_EVENT_TYPES))
     ranges = export.frame("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId",
-                                          "globalTid"],
+                                          "globalTid", "domainId"],
                           f'where eventType in ({types}) and "end" is not null')
-    ranges["name"] = [export.text(t, i) for t, i in zip(ranges["text"], ranges["textId"],
-                                                       strict=True)]
+    domains = _domains(export)
+    ranges["name"] = [
+        f"{domains[domain, pid]}:{export.text(text, text_id)}" if (domain, pid) in domains
+        else export.text(text, text_id)
+        for text, text_id, domain, pid in zip(ranges["text"], ranges["textId"],
+                                              ranges["domainId"], _pid(ranges["globalTid"]),
+                                              strict=True)]
     return ranges
 
 
@@ -94,29 +161,68 @@ def _parents(ranges: pd.DataFrame) -> list[str]:
     return parents
 
 
+def _device(export: NsysExport, table: str, extra: list[str]) -> pd.DataFrame:
+    """One device activity table: start, end, correlationId, the launching pid, and extra."""
+    work = export.frame(table, ["start", "end", "correlationId", "globalPid", *extra])
+    work["pid"] = _pid(work["globalPid"])
+    return work
+
+
 def _kernels(export: NsysExport) -> pd.DataFrame:
-    kernels = export.frame("CUPTI_ACTIVITY_KIND_KERNEL", [
-        "start", "end", "correlationId", "globalPid", "demangledName", "shortName"])
+    kernels = _device(export, "CUPTI_ACTIVITY_KIND_KERNEL", ["demangledName", "shortName"])
     names = kernels["demangledName"].where(kernels["demangledName"].notna(), kernels["shortName"])
     kernels["name"] = [export.strings.get(i, "") for i in names]
-    kernels["pid"] = _pid(kernels["globalPid"])
     return kernels
 
 
-def _launches(export: NsysExport) -> pd.DataFrame:
-    """One CPU launch per (pid, correlationId): the earliest runtime call that carries it."""
-    runtime = export.frame("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "correlationId",
-                                                           "globalTid"])
-    runtime["pid"] = _pid(runtime["globalTid"])
-    runtime = runtime.sort_values("start")
-    return runtime.drop_duplicates(["pid", "correlationId"], keep="first")
+def _copies(export: NsysExport) -> pd.DataFrame:
+    """Device copies, named by kind and memory kinds through the export's ENUM tables."""
+    copies = _device(export, "CUPTI_ACTIVITY_KIND_MEMCPY",
+                     ["bytes", "copyKind", "srcKind", "dstKind"])
+    kinds = export.labels("ENUM_CUDA_MEMCPY_OPER", COPY_LABELS)
+    memory = export.labels("ENUM_CUDA_MEM_KIND", MEMORY_LABELS)
+    copies["name"] = [
+        memcpy_name(kinds.get(kind, "Unknown"), memory.get(source, "Unknown"),
+                    memory.get(destination, "Unknown"))
+        for kind, source, destination in zip(copies["copyKind"], copies["srcKind"],
+                                             copies["dstKind"], strict=True)]
+    return copies
 
 
-def _projected_gpu_time(ranges: pd.DataFrame, kernels: pd.DataFrame,
+def _fills(export: NsysExport) -> pd.DataFrame:
+    fills = _device(export, "CUPTI_ACTIVITY_KIND_MEMSET", ["bytes", "memKind"])
+    memory = export.labels("ENUM_CUDA_MEM_KIND", MEMORY_LABELS)
+    fills["name"] = [memset_name(memory.get(kind, "Unknown")) for kind in fills["memKind"]]
+    return fills
+
+
+def _backtrace_class(export: NsysExport) -> int:
+    classes = export.frame("ENUM_NSYS_EVENT_CLASS", ["id", "name"])
+    found = classes.loc[classes["name"] == "TRACE_PROCESS_EVENT_CUDABACKTRACE", "id"]
+    return int(found.iat[0]) if len(found) else BACKTRACE_EVENT_CLASS
+
+
+def _api_calls(export: NsysExport) -> pd.DataFrame:
+    """CUDA runtime and driver calls, without the backtrace records that repeat them."""
+    calls = export.frame("CUPTI_ACTIVITY_KIND_RUNTIME", [
+        "start", "end", "eventClass", "nameId", "correlationId", "globalTid"])
+    calls = calls[calls["eventClass"] != _backtrace_class(export)].copy()
+    calls["name"] = api_names(calls["nameId"].map(export.strings).fillna(""))
+    calls["pid"] = _pid(calls["globalTid"])
+    return calls
+
+
+def _launches(calls: pd.DataFrame) -> pd.DataFrame:
+    """One CPU launch per (pid, correlationId): the earliest API call that carries it."""
+    return (calls[["start", "correlationId", "globalTid", "pid"]].sort_values("start")
+            .drop_duplicates(["pid", "correlationId"], keep="first"))
+
+
+def _projected_gpu_time(ranges: pd.DataFrame, device: pd.DataFrame,
                         launches: pd.DataFrame) -> np.ndarray:
-    """For each range: the GPU time of the kernels launched on its thread while it was open."""
+    """For each range: the device time of the work launched on its thread while it was open."""
     launches = launches.rename(columns={"start": "launched_at", "globalTid": "thread"})
-    launched = kernels.merge(launches, on=["pid", "correlationId"])
+    launched = device.merge(launches, on=["pid", "correlationId"])
     launched["gpu"] = launched["end"] - launched["start"]
     projected = np.zeros(len(ranges))
     for thread, on_thread in launched.groupby("thread"):
@@ -130,34 +236,95 @@ def _projected_gpu_time(ranges: pd.DataFrame, kernels: pd.DataFrame,
     return projected
 
 
-def read_nsys(path: str | Path) -> list[list[Any]]:
-    """Rows: NVTX ranges (calls, wall time, projected GPU time) and kernels (calls, GPU time)."""
+def _session_seconds(export: NsysExport) -> float | None:
+    """The capture's duration as nsys recorded it (ANALYSIS_DETAILS), when it did."""
+    details = export.frame("ANALYSIS_DETAILS", ["duration"]).dropna()
+    return float(details["duration"].max()) * _NANO if len(details) else None
+
+
+def _span_seconds(*frames: pd.DataFrame) -> float | None:
+    """First to last event over the frames (start and end columns, ns)."""
+    timed = [f for f in frames if len(f)]
+    if not timed:
+        return None
+    return (max(f["end"].max() for f in timed) - min(f["start"].min() for f in timed)) * _NANO
+
+
+def region_rows(ranges: pd.DataFrame) -> list[list[Any]]:
+    """calls, wall_time and (where the ranges have one) gpu_time per (name, parent); columns
+    name, parent, wall (s) and optionally gpu (s)."""
+    rows = []
+    metrics = [m for m in ("wall", "gpu") if m in ranges]
+    for (name, parent), group in ranges.groupby(["name", "parent"], sort=False):
+        rows.append(row("region", name, "calls", len(group), parent=parent))
+        for metric in metrics:
+            values = group[metric]
+            rows.append(row("region", name, f"{metric}_time", values.sum(), parent=parent))
+            rows.append(row("region", name, f"{metric}_time", values.mean(), stat="mean",
+                            parent=parent))
+    return rows
+
+
+def activity_rows(scope: str, work: pd.DataFrame, metric: str = "gpu_time") -> list[list[Any]]:
+    """calls, time (total and mean) and, where the work has a `bytes` column, bytes moved,
+    per name; `seconds` holds each item's time."""
+    rows = []
+    for name, group in work.groupby("name", sort=False):
+        rows.append(row(scope, name, "calls", len(group)))
+        rows.append(row(scope, name, metric, group["seconds"].sum()))
+        rows.append(row(scope, name, metric, group["seconds"].mean(), stat="mean"))
+        if "bytes" in group:
+            rows.append(row(scope, name, "bytes", group["bytes"].sum()))
+    return rows
+
+
+def _facts(export: NsysExport) -> dict[str, Any]:
+    meta = pd.concat([export.frame(table, ["name", "value"])
+                      for table in ("EXPORT_META_DATA", "META_DATA_EXPORT")])
+    version = meta.loc[meta["name"] == "EXPORT_PRODUCT_VERSION", "value"]
+    gpus = export.frame("TARGET_INFO_GPU", ["name"])["name"].dropna()
+    return {"report": "export", "nsys_version": version.iat[0] if len(version) else None,
+            "devices": list(gpus)}
+
+
+def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Rows and facts (nsys version, GPUs) of an export: NVTX ranges (calls, wall time,
+    projected GPU time), kernels, copies and fills (calls, GPU time, bytes), CUDA API calls
+    (calls, host time), and the run (the capture's wall time, all device time)."""
     path = Path(path)
     if not path.is_file():
         raise IngestError(f"{path}: no such file")
     export = NsysExport(path)
     try:
-        ranges, kernels, launches = _ranges(export), _kernels(export), _launches(export)
+        ranges, calls = _ranges(export), _api_calls(export)
+        kernels, copies, fills = _kernels(export), _copies(export), _fills(export)
+        session, facts = _session_seconds(export), _facts(export)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
         raise IngestError(f"{path}: unreadable Nsight Systems export ({error})") from None
     finally:
         export.db.close()
+    device = pd.concat([w[["start", "end", "correlationId", "pid"]]
+                        for w in (kernels, copies, fills) if len(w)] or [kernels])
     rows = []
-    if not ranges.empty:
+    wall = session if session is not None else _span_seconds(ranges, calls, device)
+    if wall is not None:
+        rows.append(row("run", "trace", "wall_time", wall))
+    if len(device):
+        rows.append(row("run", "trace", "gpu_time", (device["end"] - device["start"]).sum()
+                        * _NANO))
+    if len(ranges):
         ranges["wall"] = (ranges["end"] - ranges["start"]) * _NANO
-        ranges["gpu"] = _projected_gpu_time(ranges, kernels, launches) * _NANO
+        ranges["gpu"] = _projected_gpu_time(ranges, device, _launches(calls)) * _NANO
         ranges["parent"] = _parents(ranges)
-        for (name, parent), group in ranges.groupby(["name", "parent"], sort=False):
-            rows.append(row("region", name, "calls", len(group), parent=parent))
-            for metric, values in (("wall_time", group["wall"]), ("gpu_time", group["gpu"])):
-                rows.append(row("region", name, metric, values.sum(), parent=parent))
-                rows.append(row("region", name, metric, values.mean(), stat="mean",
-                                parent=parent))
-    if not kernels.empty:
-        kernels["gpu"] = (kernels["end"] - kernels["start"]) * _NANO
-        rows.append(row("run", "trace", "gpu_time", kernels["gpu"].sum()))
-        for name, group in kernels.groupby("name", sort=False):
-            rows.append(row("kernel", name, "calls", len(group)))
-            rows.append(row("kernel", name, "gpu_time", group["gpu"].sum()))
-            rows.append(row("kernel", name, "gpu_time", group["gpu"].mean(), stat="mean"))
-    return rows
+        rows += region_rows(ranges)
+    for scope, work in (("kernel", kernels), ("memcpy", copies), ("memset", fills)):
+        work["seconds"] = (work["end"] - work["start"]) * _NANO
+        rows += activity_rows(scope, work)
+    calls["seconds"] = (calls["end"] - calls["start"]) * _NANO
+    rows += activity_rows("api", calls, "wall_time")
+    return rows, facts
+
+
+def read_nsys(path: str | Path) -> list[list[Any]]:
+    """The rows of an export (see read_export)."""
+    return read_export(path)[0]
