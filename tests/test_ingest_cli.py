@@ -50,7 +50,8 @@ def test_two_ranks_traces_give_the_cross_rank_view(fixtures, tmp_path):
     ("cut.json", b'{"traceEvents": [{"ph": "X"', "not valid JSON, corrupt or truncated"),
     ("fake.json.gz", b'{"traceEvents": []}', "named .gz but is not gzip"),
     ("other.json", b'{"rows": [1, 2]}', "not a torch.profiler chrome trace"),
-    ("random.prof", b"\x00\x01\x02 not marshal", "not a pstats file"),
+    ("random.prof", b"\x00\x01\x02 not marshal", "not a file profile-all reads"),
+    ("cut.csv.gz", b"\x1f\x8b\x08\x00garbage", "corrupt or truncated compressed data"),
 ])
 def test_bad_files_are_refused_before_anything_is_written(fixtures, tmp_path, name, content,
                                                           message):

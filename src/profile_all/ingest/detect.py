@@ -1,4 +1,9 @@
-"""Which reader a file needs, told by its content rather than its name."""
+"""Which reader a file needs, told by its content rather than its name.
+
+Every kind is recognised by what the file starts with (decompressed first when it is gzip
+or xz); a file that matches none is refused in one line that lists the kinds read, rather
+than handed to a reader that would fail on it with a misleading message.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profile_all.ingest import IngestError
+from profile_all.ingest import IngestError, nsys_csv, nsys_rep, nsys_sqlite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
+#: how much of a file its kind is told from
+HEAD_BYTES = 65536
+#: marshal type codes that may follow a dict's `{` in a pstats file: a (small) tuple key,
+#: with or without the reference flag, or the end of an empty dict
+_MARSHAL_AFTER_DICT = b"()\xa8\xa90"
+KINDS_READ = (
+    "torch.profiler/Kineto chrome traces (.json, .json.gz, or a directory of them), "
+    "pstats files (cProfile .prof), Nsight Systems sqlite exports and .nsys-rep reports, "
+    f"nsys stats CSV reports ({', '.join(nsys_csv.REPORTS)}; .csv, .csv.gz, .csv.xz), "
+    "and mprof .dat files")
 
 
 @dataclass
@@ -22,36 +36,81 @@ class IngestedFile:
 
 
 def _looks_like_json(head: bytes) -> bool:
-    """`{` then `"` or `}`: a JSON object. (A marshal dict, as in pstats files, starts with
-    `{` too, followed by a type code.)"""
+    """`{` then `"` or `}`: a JSON object; `[` then `{` or `]`: a JSON array of events.
+    (A marshal dict, as in pstats files, starts with `{` too, followed by a type code.)"""
     stripped = head.lstrip()
-    return stripped[:1] == b"{" and stripped[1:].lstrip()[:1] in (b'"', b"}")
+    after = stripped[1:].lstrip()[:1]
+    return (stripped[:1] == b"{" and after in (b'"', b"}")) or (
+        stripped[:1] == b"[" and after in (b"{", b"]"))
+
+
+def _looks_like_pstats(head: bytes) -> bool:
+    """A marshalled dict keyed by tuples: `{` (or `{` with marshal's reference flag, 0xfb)."""
+    return head[:1] in (b"{", b"\xfb") and len(head) > 1 and head[1] in _MARSHAL_AFTER_DICT
+
+
+def _kind(head: bytes) -> str | None:
+    """The reader for a file that starts with `head`, or None."""
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(nsys_rep.MAGIC):
+        return "nsys-rep"
+    text = nsys_csv.decompressed_head(head)
+    if _looks_like_json(text) and not head.startswith(nsys_csv.XZ_MAGIC):
+        return "chrome-trace"  # plain or gzip: what the chrome-trace reader reads
+    if nsys_csv.report_in(text.decode("utf-8", errors="replace")):
+        return "nsys-csv"
+    if head.startswith((b"CMDLINE ", b"MEM ")):
+        return "mprof"
+    if _looks_like_pstats(head):
+        return "pstats"
+    return None
 
 
 def read_any(path: str | Path) -> IngestedFile:
+    """The file read by the reader its content calls for (nsys files: rank 0, numbered by
+    the importer, which sees them all)."""
     path = Path(path)
     if not path.is_file():
         raise IngestError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     with open(path, "rb") as stream:
-        head = stream.read(16)
+        head = stream.read(HEAD_BYTES)
     if not head:
         raise IngestError(f"{path}: empty file")
-    if head.startswith(SQLITE_MAGIC):
-        from profile_all.ingest.nsys_sqlite import read_nsys
+    compressed = head.startswith((nsys_csv.GZIP_MAGIC, nsys_csv.XZ_MAGIC))
+    if compressed and not nsys_csv.decompressed_head(head):
+        raise IngestError(f"{path}: corrupt or truncated compressed data")
+    kind = _kind(head)
+    if kind is None:
+        raise IngestError(f"{path}: not a file profile-all reads; it reads {KINDS_READ}")
+    return READERS[kind](path)
 
-        return IngestedFile(path, "nsys", 0, read_nsys(path))
-    if head.startswith(GZIP_MAGIC) or _looks_like_json(head) or path.suffix in (".json", ".gz"):
-        from profile_all.ingest.chrome_trace import load
-        from profile_all.ingest.trace_analysis import trace_rows
 
-        trace = load(path)
-        devices = [d.get("name") for d in trace.meta.get("deviceProperties") or []
-                   if isinstance(d, dict)]
-        return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
-                            {"devices": devices,
-                             "distributed": trace.meta.get("distributedInfo") or {}})
-    if head.startswith((b"CMDLINE ", b"MEM ")):
-        return _mprofile(path)
+def _nsys_sqlite(path: Path) -> IngestedFile:
+    return IngestedFile(path, "nsys", 0, *nsys_sqlite.read_export(path))
+
+
+def _nsys_rep(path: Path) -> IngestedFile:
+    return IngestedFile(path, "nsys", 0, *nsys_rep.read_nsys_rep(path))
+
+
+def _nsys_csv(path: Path) -> IngestedFile:
+    return IngestedFile(path, "nsys", 0, *nsys_csv.read_nsys_csv(path))
+
+
+def _chrome_trace(path: Path) -> IngestedFile:
+    from profile_all.ingest.chrome_trace import load
+    from profile_all.ingest.trace_analysis import trace_rows
+
+    trace = load(path)
+    devices = [d.get("name") for d in trace.meta.get("deviceProperties") or []
+               if isinstance(d, dict)]
+    distributed = trace.meta.get("distributedInfo") or {}
+    return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
+                        {"devices": devices, "distributed": distributed})
+
+
+def _pstats(path: Path) -> IngestedFile:
     from profile_all.ingest.pstats_reader import read_pstats
 
     return IngestedFile(path, "cprofile", 0, read_pstats(path))
@@ -71,3 +130,7 @@ def _mprofile(path: Path) -> IngestedFile:
     started = profile.times[0]
     return IngestedFile(path, "memory", 0, run_rows(profile, started)
                         + timeline(profile, started), {"command": profile.command})
+
+
+READERS = {"nsys-sqlite": _nsys_sqlite, "nsys-rep": _nsys_rep, "nsys-csv": _nsys_csv,
+           "chrome-trace": _chrome_trace, "pstats": _pstats, "mprof": _mprofile}
