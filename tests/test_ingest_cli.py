@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 
 import pytest
 
 import profile_all as pa
 from conftest import profile_all
+from test_nsys_csv import GPU_ROWS, GPU_TRACE
+from test_nsys_rep import fake_nsys
 
 
 def test_two_ranks_nsys_and_pstats_in_one_report(fixtures, tmp_path):
@@ -79,3 +83,102 @@ def test_python2_pstats_and_a_sqlite_that_is_not_nsys(fixtures, tmp_path):
     assert result.returncode == 2
     assert "not an Nsight Systems export" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def _refused(result, run_dir):
+    """Exit 2, one line on stderr and no traceback, nothing written."""
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "Traceback" not in result.stderr
+    assert not run_dir.exists()
+    return result.stderr
+
+
+def _passes(run_dir):
+    frame = pa.load(run_dir).frame
+    return {(p, b): sorted(r) for (p, b), r in frame.groupby(["pass", "backend"])["rank"]
+            .unique().items()}
+
+
+def test_nsys_stats_csvs_one_per_process_become_ranks(fixtures, tmp_path):
+    """The rank is the number in the name (proc0, rank-1) when every file of a report kind
+    has one; files without are numbered in the order given."""
+    for name in ("job_rank-1_gpu.csv", "job_rank-0_gpu.csv", "a_gpu.csv", "b_gpu.csv"):
+        (tmp_path / name).write_text("\n".join([GPU_TRACE, *GPU_ROWS]) + "\n")
+    pax = fixtures / "nsys" / "pax_fsdp4_proc0_nvtx_pushpop_trace.csv.xz"
+    result = profile_all("ingest", pax, tmp_path / "job_rank-1_gpu.csv",
+                         tmp_path / "job_rank-0_gpu.csv", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert _passes(tmp_path / "run") == {(1, "nsys"): [0], (2, "nsys"): [1], (3, "nsys"): [0]}
+    report = pa.load(tmp_path / "run")
+    assert [s["report"] for s in report.meta["sources"]] == [
+        "nvtx_pushpop_trace", "cuda_gpu_trace", "cuda_gpu_trace"]
+    regions = report.frame[(report.frame["scope"] == "region") & (report.frame["pass"] == 1)]
+    assert regions.loc[regions["metric"] == "calls", "value"].sum() == 27891
+    assert "Memcpy HtoD (Pinned -> Device)" in set(report.transfers()["name"])
+    result = profile_all("ingest", tmp_path / "b_gpu.csv", tmp_path / "a_gpu.csv",
+                         tmp_path / "job_rank-0_gpu.csv", "-o", tmp_path / "unnamed")
+    assert result.returncode == 0, result.stderr
+    assert _passes(tmp_path / "unnamed") == {(1, "nsys"): [0], (2, "nsys"): [1],
+                                             (3, "nsys"): [2]}
+
+
+def test_nsys_rep_through_nsys_on_path(fixtures, tmp_path, monkeypatch):
+    report = fixtures / "nsys" / "pdl_2p2c.nsys-rep"
+    fake_nsys(tmp_path / "bin", fixtures / "nsys" / "saxpy_mpi_cuda_2022.sqlite",
+              tmp_path / "argv.json")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    result = profile_all("ingest", report, "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "argv.json").read_text())[:3] == ["export", "--type", "sqlite"]
+    loaded = pa.load(tmp_path / "run")
+    assert {"region", "kernel", "memcpy", "api", "run"} <= set(loaded.frame["scope"])
+    assert loaded.meta["sources"][0]["report"] == "nsys-rep"
+
+
+def test_nsys_rep_without_nsys_is_refused(fixtures, tmp_path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    stderr = _refused(profile_all("ingest", fixtures / "nsys" / "pdl_2p2c.nsys-rep", "-o",
+                                  tmp_path / "run"), tmp_path / "run")
+    assert "Nsight Systems" in stderr and "nsys export --type sqlite" in stderr
+    assert "pstats" not in stderr
+
+
+def test_a_file_of_no_kind_read_is_refused_with_the_kinds_read(tmp_path):
+    unknown = tmp_path / "numbers.csv"
+    unknown.write_text("a,b\n1,2\n")
+    stderr = _refused(profile_all("ingest", unknown, "-o", tmp_path / "run"), tmp_path / "run")
+    assert "numbers.csv: not a file profile-all reads; it reads" in stderr
+    for kind in ("chrome traces", "pstats", "sqlite", ".nsys-rep", "nvtx_pushpop_trace",
+                 "cuda_gpu_trace", "mprof"):
+        assert kind in stderr
+
+
+def test_a_directory_is_read_as_the_traces_in_it(fixtures, tmp_path):
+    """As HTA and TensorBoard users point at one: every *.json and *.json.gz at any depth,
+    each a pass, its rank from the trace; other files there are left alone."""
+    traces = fixtures / "traces"
+    (tmp_path / "logs" / "worker1").mkdir(parents=True)
+    shutil.copy(traces / "sampled_rank-1.json.gz",
+                tmp_path / "logs" / "worker1" / "host_1.1700000000.pt.trace.json.gz")
+    shutil.copy(traces / "sampled_rank-0.json.gz", tmp_path / "logs" / "rank0.json.gz")
+    (tmp_path / "logs" / "events.out.tfevents.1700000000.host").write_bytes(b"\x00\x01")
+    result = profile_all("ingest", tmp_path / "logs", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert _passes(tmp_path / "run") == {(1, "torch-profiler"): [0], (2, "torch-profiler"): [1]}
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    stderr = _refused(profile_all("ingest", tmp_path / "empty", "-o", tmp_path / "run2"),
+                      tmp_path / "run2")
+    assert "a directory with no trace file in it (*.json, *.json.gz" in stderr
+
+
+def test_a_json_array_trace_goes_to_the_chrome_trace_reader(fixtures, tmp_path):
+    with gzip.open(fixtures / "traces" / "sampled_rank-0.json.gz") as stream:
+        events = json.load(stream)["traceEvents"]
+    array = tmp_path / "events.json"
+    array.write_text(json.dumps(events, indent=1))
+    result = profile_all("ingest", array, "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    frame = pa.load(tmp_path / "run").frame
+    assert set(frame["backend"]) == {"torch-profiler"} and (frame["scope"] == "kernel").any()

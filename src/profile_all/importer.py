@@ -1,18 +1,27 @@
 """`profile-all ingest`: a report built from native files that already exist (chrome traces,
-pstats files, nsys sqlite exports), so users who have traces get the same report."""
+pstats files, Nsight Systems exports, reports and CSVs, mprof files), so users who have
+traces get the same report."""
 
 from __future__ import annotations
 
+import re
 import shlex
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 from profile_all import environment
 from profile_all.errors import UsageError
-from profile_all.ingest.detect import read_any
+from profile_all.ingest import IngestError
+from profile_all.ingest.detect import IngestedFile, read_any
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
 from profile_all.rundir import RunDirectory
+
+#: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
+TRACE_PATTERNS = ("*.json", "*.json.gz")
+#: the words before a rank number in a file name, strongest first
+_RANK_WORDS = ("rank", "process", "proc", "worker", "node")
 
 
 def ingest(paths: Sequence[str | Path], out: Path | None = None,
@@ -20,7 +29,8 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     """Read every file first (a bad one stops everything before anything is written)."""
     if not paths:
         raise UsageError("ingest needs at least one file")
-    files = [read_any(path) for path in paths]
+    files = [read_any(path) for path in _expand(paths)]
+    _number_nsys_ranks(files)
     rows = []
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
         rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
@@ -41,3 +51,46 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
+
+
+def _expand(paths: Sequence[str | Path]) -> list[Path]:
+    """A directory (what HTA and TensorBoard users point at) stands for the chrome traces
+    in it, at any depth, in name order: each a pass of its own, its rank from the trace."""
+    files = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
+                        if p.is_file()})
+        if not found:
+            raise IngestError(f"{path}: a directory with no trace file in it "
+                              f"({', '.join(TRACE_PATTERNS)}, at any depth)")
+        files += found
+    return files
+
+
+def _rank_in_name(path: Path) -> int | None:
+    """The number after `rank`, `process`, `proc`, `worker` or `node` in a file's name
+    (`proc0`, `rank-1`, `node_2`), the first of those words that has one; else None."""
+    for word in _RANK_WORDS:
+        match = re.search(rf"(?<![a-z]){word}[-_.]?(\d+)", path.name, re.IGNORECASE)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _number_nsys_ranks(files: list[IngestedFile]) -> None:
+    """Nsight Systems files do not say which rank wrote them: each process of a job has its
+    own. The rule: the files of one kind (sqlite exports, .nsys-rep reports, each nsys stats
+    report) take the numbers in their names when every one has a number and no two share
+    it, else they are numbered 0, 1, ... in the order given."""
+    kinds: dict[str, list[IngestedFile]] = defaultdict(list)
+    for file in files:
+        if file.backend == "nsys":
+            kinds[file.facts.get("report", "")].append(file)
+    for same_kind in kinds.values():
+        named = [_rank_in_name(file.path) for file in same_kind]
+        numbered = None not in named and len(set(named)) == len(named)
+        for number, (file, in_name) in enumerate(zip(same_kind, named, strict=True)):
+            file.rank = in_name if numbered else number
