@@ -215,6 +215,32 @@ def test_summaries_with_their_statistics(tmp_path, report, header, lines, scope,
     assert set(rows["scope"]) == {scope}
 
 
+@pytest.mark.parametrize("header, stats", [
+    # nvtx_pushpop_sum (2023+): nvtx_sum's columns without Style
+    ("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),"
+     "Range", {"mean": "Avg (ns)", "median": "Med (ns)", "min": "Min (ns)", "max": "Max (ns)",
+               "std": "StdDev (ns)"}),
+    # nvtxppsum (nsys 2020-2021): no unit on the statistics, which are nanoseconds
+    ("Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,Range",
+     {"mean": "Average", "min": "Minimum", "max": "Maximum"}),
+])
+def test_other_nvtx_summaries(tmp_path, header, stats):
+    values = {"Time (%)": "100.0", "Time(%)": "100.0", "Total Time (ns)": "3000",
+              "Instances": "3", "Avg (ns)": "1000.0", "Average": "1000.0", "Med (ns)": "900.0",
+              "Min (ns)": "800", "Minimum": "800", "Max (ns)": "1300", "Maximum": "1300",
+              "StdDev (ns)": "264.6", "Range": "MPI:MPI_Send"}
+    path = _write(tmp_path, "nvtx.csv", header,
+                  [",".join(values[column] for column in header.split(","))])
+    rows, facts = _rows(path)
+    assert facts["report"] == "nvtx_sum"
+    [record] = _dicts(path)
+    assert _value(rows, "region", "MPI:MPI_Send", "calls") == 3
+    for stat, column in stats.items():
+        assert _value(rows, "region", "MPI:MPI_Send", "wall_time", stat) == pytest.approx(
+            float(record[column]) * 1e-9)
+    assert set(rows["stat"]) == {"total", *stats}
+
+
 def test_a_kernel_on_several_lines_of_a_grid_summary(tmp_path):
     """nsys 2023's cuda_gpu_kern_sum (and cuda_gpu_kern_gb_sum) split a kernel by grid and
     block: the lines add up; median and spread cannot be recombined and are left out."""
