@@ -6,14 +6,21 @@ Out of the box it counts nothing for the CPU attention kernel and 0 for nn.Trans
 fused fast path (one opaque operator). So the CPU kernel and its backward are registered
 with torch's own attention formulas, and the fast path is switched off while counting:
 the layers then run their plain operators, which compute the same result and are counted.
+
+Per module it reports forward and backward FLOPs apart, and the forward and backward calls
+it saw, so that the report can compare it per call with thop and flops-profiler, which see
+one call. FlopCounterMode's module tracker names a root module by its type alone, so two
+Sequential roots would be added up under one name: here roots are named as RootModules
+names them for thop and flops-profiler ("Sequential", "Sequential#2").
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from profile_all.backends.base import Backend, Collected, PassContext
-from profile_all.backends.roots import RootModules
+from profile_all.backends.roots import ModuleFacts, RootModules
 from profile_all.report.schema import row
 from profile_all.stats import summarize
 
@@ -33,6 +40,74 @@ def _cpu_attention_formulas() -> dict[Any, Any]:
             aten._scaled_dot_product_flash_attention_for_cpu_backward: backward}
 
 
+def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
+    """A FlopCounterMode whose module tracker names roots as `roots` does, counts backward
+    calls and records each forward call's facts, and which keeps backward and attention
+    FLOPs per module apart. Built on private parts of torch 2.13's ModuleTracker
+    (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook) and of FlopCounterMode
+    (_count_flops): tests/test_counter_calls.py checks the names and calls they give."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.module_tracker import ModuleTracker
+
+    class Tracker(ModuleTracker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.facts = ModuleFacts()
+            self.backward_calls: Counter[str] = Counter()
+
+        def _get_mod_name(self, mod: Any) -> str:
+            """A root's name from `roots` (else its type, as torch names it), and its
+            submodules' paths below it; a module reached by several paths is named by the
+            first, as named_modules() names it for thop and flops-profiler (torch's own
+            tracker takes the last)."""
+            if mod not in self._known_modules:
+                self._known_modules[mod] = roots.names.get(id(mod), type(mod).__name__)
+            name = self._known_modules[mod]
+            if mod not in self._seen_modules:
+                self._seen_modules.add(mod)
+                for path, sub in mod.named_modules():
+                    if path:
+                        self._known_modules[sub] = f"{name}.{path}"
+                        self._seen_modules.add(sub)
+            return name
+
+        def _get_append_fn(self, name: str, is_bw: bool) -> Any:
+            append = super()._get_append_fn(name, is_bw)
+            if not is_bw:
+                return append
+
+            def entered_backward(*args: Any) -> None:
+                self.backward_calls[name] += 1
+                append(*args)
+            return entered_backward
+
+        def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
+            self.facts.record(self._get_mod_name(mod), mod, output)
+            super()._fw_post_hook(mod, input, output)
+
+    class Mode(FlopCounterMode):
+        def __init__(self) -> None:
+            super().__init__(display=False, custom_mapping=custom_mapping)
+            self.mod_tracker = Tracker()
+            self.backward_flops: Counter[str] = Counter()
+            self.attention_flops: Counter[str] = Counter()
+
+        def _count_flops(self, func_packet: Any, out: Any, args: Any, kwargs: Any) -> Any:
+            if func_packet not in self.flop_registry:
+                return out
+            counted = self.flop_counts["Global"][func_packet]
+            result = super()._count_flops(func_packet, out, args, kwargs)
+            added = self.flop_counts["Global"][func_packet] - counted
+            backward = self.mod_tracker.is_bw
+            if backward or "attention" in str(func_packet):
+                into = self.backward_flops if backward else self.attention_flops
+                for name in set(self.mod_tracker.parents):
+                    into[name] += added
+            return result
+
+    return Mode()
+
+
 class FlopCounter(Backend):
     name = "flop-counter"
     kind = "counter"
@@ -41,23 +116,18 @@ class FlopCounter(Backend):
 
     def start(self, ctx: PassContext) -> None:
         import torch
-        from torch.utils.flop_counter import FlopCounterMode
 
         self._torch = torch
         self._fast_path = torch.backends.mha.get_fastpath_enabled()
         torch.backends.mha.set_fastpath_enabled(False)
-        self._params: dict[str, int] = {}
-        self._roots = RootModules(self._note_params)
+        self._roots = RootModules(lambda *call: None)  # names the roots, counts nothing
         self._roots.start()
         self.notes = self._roots.notes
         self._steps: list[float] = []
         self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
-        self._mode = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
+        self._mode = _tracked_counter(self._roots, _cpu_attention_formulas())
         self._mode.__enter__()
-
-    def _note_params(self, name: str, module: Any, args: tuple) -> None:
-        self._params[name] = sum(p.numel() for p in module.parameters())
 
     def enter(self, name: str, parent: str) -> float:
         return self._mode.get_total_flops()
@@ -79,16 +149,11 @@ class FlopCounter(Backend):
     def collect(self, ctx: PassContext) -> Collected:
         counts = self._mode.get_flop_counts()
         rows = [row("run", "run", "flops", self._mode.get_total_flops(), unit="FLOP")]
-        for module, by_operator in counts.items():
-            if module != "Global":
-                rows.append(row("module", module, "flops", sum(by_operator.values()),
-                                unit="FLOP"))
+        rows += self._module_rows(counts)
         for operator, flops in counts.get("Global", {}).items():
             # "aten.addmm" -> "aten::addmm", as torch.profiler names it: one row per operator
             rows.append(row("operator", str(operator).replace(".", "::", 1), "flops", flops,
                             unit="FLOP"))
-        rows += [row("module", name, "params", count, unit="count")
-                 for name, count in self._params.items()]
         for (name, parent), calls in self._regions.items():
             rows += [row("region", name, "calls", len(calls), parent=parent),
                      row("region", name, "flops", sum(calls), parent=parent, unit="FLOP"),
@@ -99,4 +164,19 @@ class FlopCounter(Backend):
             rows += [row("step", "step", "flops", value, stat=stat, unit="FLOP")
                      for stat, value in summarize(self._steps).items()]
         return Collected(rows)
+
+    def _module_rows(self, counts: dict[str, dict[Any, int]]) -> list[list[Any]]:
+        """Every module that ran, also those with no FLOPs counted (a ReLU, a BatchNorm):
+        FLOPs (forward and backward), backward FLOPs and calls, attention FLOPs, facts."""
+        tracker = self._mode.mod_tracker
+        names = list(dict.fromkeys([*tracker.facts.kinds, *counts]))
+        rows = []
+        for name in names:
+            if name == "Global":
+                continue
+            rows += [row("module", name, "flops", sum(counts.get(name, {}).values())),
+                     row("module", name, "backward_flops", self._mode.backward_flops[name]),
+                     row("module", name, "backward_calls", tracker.backward_calls[name]),
+                     row("module", name, "attention_flops", self._mode.attention_flops[name])]
+        return rows + tracker.facts.rows() + tracker.facts.params_rows()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profile_all.backends.roots import RootCounter, counting_copy
+from profile_all.backends.roots import RootCounter
 from profile_all.report.schema import row
 
 
@@ -41,28 +41,17 @@ class FlopsProfiler(RootCounter):
     measures = "FLOPs, MACs, parameters and latency per root module and submodule (forward)"
     requires = (("flops_profiler", "flops-profiler"),)
 
-    def count(self, name: str, module: Any, args: tuple) -> list[list[Any]]:
+    def count(self, name: str, copy: Any, args: tuple) -> list[list[Any]]:
         import torch
         from flops_profiler.profiler import FlopsProfiler as Profiler
-        from flops_profiler.profiler import _get_module_flops, _get_module_macs
 
-        copy = counting_copy(module)
         saved = snapshot()
         profiler = Profiler(copy)
-        rows = []
         try:
             profiler.start_profile()
             with torch.no_grad():
                 copy(*args)
-            # a module's __flops__ holds its own operations only; these sum its children too
-            for path, sub in copy.named_modules():
-                label = f"{name}.{path}" if path else name
-                rows += [
-                    row("module", label, "flops", _get_module_flops(sub), unit="FLOP"),
-                    row("module", label, "macs", _get_module_macs(sub), unit="MAC"),
-                    row("module", label, "params", getattr(sub, "__params__", 0),
-                        unit="count"),
-                    row("module", label, "wall_time", getattr(sub, "__duration__", 0))]
+            rows = _module_rows(name, copy)
             profiler.stop_profile()
             profiler.end_profile()
         finally:
@@ -71,3 +60,29 @@ class FlopsProfiler(RootCounter):
                 self.notes.append("flops-profiler left patched, put back: "
                                   + ", ".join(sorted(mended)))
         return rows
+
+
+def _module_rows(name: str, copy: Any) -> list[list[Any]]:
+    """FLOPs, MACs, parameters and time of every module, its submodules' included.
+
+    A module's __flops__ and __macs__ hold its own operations only. flops-profiler's own
+    sums (_get_module_flops) add a module shared by two parents under both, so its
+    operations count twice in the root; here each module is summed under its first path
+    (as named_modules() names it, and every counter here), so each operation counts once.
+    """
+    modules = dict(copy.named_modules())
+    totals = {path: [getattr(sub, "__flops__", 0), getattr(sub, "__macs__", 0)]
+              for path, sub in modules.items()}
+    for path in sorted(totals, key=lambda p: -p.count(".")):  # children before parents
+        if path:
+            parent = path.rpartition(".")[0]
+            totals[parent] = [a + b for a, b in zip(totals[parent], totals[path], strict=True)]
+    rows = []
+    for path, (flops, macs) in totals.items():
+        label = f"{name}.{path}" if path else name
+        rows += [row("module", label, "flops", flops, unit="FLOP"),
+                 row("module", label, "macs", macs, unit="MAC"),
+                 row("module", label, "params", getattr(modules[path], "__params__", 0),
+                     unit="count"),
+                 row("module", label, "wall_time", getattr(modules[path], "__duration__", 0))]
+    return rows

@@ -3,14 +3,22 @@ model called by the script; not a loss function), seen on its first call. The pe
 counters (thop, flops-profiler) count each root once, on a deep copy, so the script's own
 model, optimizer state and BatchNorm statistics are untouched and the script's results
 stay the same. A counter that fails on a module never reaches the script: the failure is
-kept in `notes` for the report."""
+kept in `notes` for the report.
+
+`ModuleFacts` records, per module each counter counted, what the report needs to compare
+counters per call and to establish why they differ: forward calls, output elements, bias
+adds and type. Every counter records them for the calls it saw itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from profile_all.backends.base import Backend, Collected, PassContext
+from profile_all.report.schema import row
 
 
 class RootModules:
@@ -61,6 +69,66 @@ def _has_parameters(module: Any) -> bool:
     return next(module.parameters(), None) is not None
 
 
+def output_elements(output: Any) -> int:
+    """Elements of every tensor a module returned (a tensor, or tuples/dicts of them)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return sum(leaf.numel() for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor))
+
+
+class ModuleFacts:
+    """Per module path, over the forward calls seen: calls, output elements, and bias adds
+    (one per output element of a module with a parameter named `bias`: the add that
+    flops-profiler counts and FlopCounterMode does not); its type and parameters, once."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.outputs: Counter[str] = Counter()
+        self.bias_adds: Counter[str] = Counter()
+        self.kinds: dict[str, tuple[str, int, bool]] = {}  # path -> (type, params, has bias)
+
+    def record(self, name: str, module: Any, output: Any) -> None:
+        if name not in self.kinds:
+            own = dict(module.named_parameters(recurse=False))
+            self.kinds[name] = (type(module).__name__, sum(p.numel() for p in module.parameters()),
+                                own.get("bias") is not None)
+        elements = output_elements(output)
+        self.calls[name] += 1
+        self.outputs[name] += elements
+        if self.kinds[name][2]:
+            self.bias_adds[name] += elements
+
+    def rows(self) -> list[list[Any]]:
+        """calls, outputs, bias_adds and module_type (the type in the stat column)."""
+        rows = []
+        for name, (kind, _params, _bias) in self.kinds.items():
+            rows += [row("module", name, "calls", self.calls[name]),
+                     row("module", name, "outputs", self.outputs[name]),
+                     row("module", name, "bias_adds", self.bias_adds[name]),
+                     row("module", name, "module_type", 1, stat=kind)]
+        return rows
+
+    def params_rows(self) -> list[list[Any]]:
+        return [row("module", name, "params", params)
+                for name, (_kind, params, _bias) in self.kinds.items()]
+
+
+@contextmanager
+def recording(facts: ModuleFacts, name: str, module: Any) -> Iterator[None]:
+    """Record the facts of `module` (named `name`) and of its submodules while inside."""
+    def hook(label: str) -> Callable[[Any, tuple, Any], None]:
+        return lambda sub, args, output: facts.record(label, sub, output)
+
+    handles = [sub.register_forward_hook(hook(f"{name}.{path}" if path else name))
+               for path, sub in module.named_modules()]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def counting_copy(module: Any) -> Any:
     """A deep copy to count on, in eval mode, so counting changes nothing of the original."""
     import copy
@@ -72,19 +140,27 @@ def counting_copy(module: Any) -> Any:
 
 class RootCounter(Backend):
     """A counter that counts each root module once, on its first call (thop,
-    flops-profiler): `count(name, module, args)` returns the rows of one root module."""
+    flops-profiler): `count(name, copy, args)` returns the rows of one root module, counted
+    on a copy of it, while the facts of that one call are recorded beside (kept only when
+    the count succeeds, so that no facts stand without the count they explain)."""
 
     kind = "counter"
     imports = ("torch",)
 
-    def count(self, name: str, module: Any, args: tuple) -> list[list[Any]]:
+    def count(self, name: str, copy: Any, args: tuple) -> list[list[Any]]:
         raise NotImplementedError
 
     def start(self, ctx: PassContext) -> None:
         self._rows: list[list[Any]] = []
-        self._roots = RootModules(lambda *call: self._rows.extend(self.count(*call)))
+        self._roots = RootModules(self._count_root)
         self._roots.start()
         self.notes = self._roots.notes
+
+    def _count_root(self, name: str, module: Any, args: tuple) -> None:
+        copy, facts = counting_copy(module), ModuleFacts()
+        with recording(facts, name, copy):
+            counted = self.count(name, copy, args)
+        self._rows += counted + facts.rows()
 
     def stop(self, ctx: PassContext) -> None:
         self._roots.stop()

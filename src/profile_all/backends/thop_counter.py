@@ -7,18 +7,21 @@ import contextlib
 import io
 from typing import Any
 
-from profile_all.backends.roots import RootCounter, counting_copy
+from profile_all.backends.roots import RootCounter
 from profile_all.report.schema import row
 
 
-def _layer_rows(prefix: str, layers: dict[str, Any]) -> list[list[Any]]:
+def _layer_rows(prefix: str, layers: dict[str, Any], named: set[str]) -> list[list[Any]]:
+    """A module's rows under its path in `named`; thop lists a module reached by several
+    paths under each (with all its calls), named_modules() by the first one only."""
     rows = []
     for name, (macs, params, children) in layers.items():
         path = f"{prefix}.{name}"
-        rows += [row("module", path, "macs", macs, unit="MAC"),
-                 row("module", path, "flops", 2 * macs, unit="FLOP"),
-                 row("module", path, "params", params, unit="count")]
-        rows += _layer_rows(path, children)
+        if path in named:
+            rows += [row("module", path, "macs", macs, unit="MAC"),
+                     row("module", path, "flops", 2 * macs, unit="FLOP"),
+                     row("module", path, "params", params, unit="count")]
+        rows += _layer_rows(path, children, named)
     return rows
 
 
@@ -27,14 +30,14 @@ class Thop(RootCounter):
     measures = "MACs and parameters per root module and per layer (forward)"
     requires = (("thop", "ultralytics-thop"),)
 
-    def count(self, name: str, module: Any, args: tuple) -> list[list[Any]]:
+    def count(self, name: str, copy: Any, args: tuple) -> list[list[Any]]:
         import thop
         import torch
 
         with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():  # thop prints
-            macs, params, layers = thop.profile(counting_copy(module), inputs=args,
+            macs, params, layers = thop.profile(copy, inputs=args,
                                                 verbose=False, ret_layer_info=True)
         return [row("module", name, "macs", macs, unit="MAC"),
                 row("module", name, "flops", 2 * macs, unit="FLOP"),
                 row("module", name, "params", params, unit="count"),
-                *_layer_rows(name, layers)]
+                *_layer_rows(name, layers, {f"{name}.{path}" for path, _ in copy.named_modules()})]
