@@ -37,11 +37,20 @@ def test_counters_leave_the_script_s_results_unchanged(tmp_path):
     assert value("flop-counter", "step", "step", "calls") == STEPS
     assert value("flop-counter", "module", "Sequential.1", "flops") == STEPS * (
         2 * BATCH * 784 * 256 * 2)  # forward and weight gradient of the first Linear
+    assert value("flop-counter", "module", "Sequential", "calls") == STEPS
+    assert value("flop-counter", "module", "Sequential", "backward_calls") == STEPS
     # thop and flops-profiler: the root module once, forward only, one row each
     assert value("thop", "module", "Sequential", "flops") == FORWARD
+    assert value("thop", "module", "Sequential", "calls") == 1
     assert value("flops-profiler", "module", "Sequential", "macs") == FORWARD / 2
     roots = frame[(frame["scope"] == "module") & ~frame["name"].str.contains(".", regex=False)]
-    assert set(roots["name"]) == {"Sequential"}
+    assert set(roots.loc[roots["backend"] != "flop-counter", "name"]) == {"Sequential"}
+    # flop-counter saw the loss run too: no parameters, no FLOPs, not a root to compare
+    assert value("flop-counter", "module", "CrossEntropyLoss", "calls") == STEPS
+    assert set(report.counters()["module"]) == {"Sequential"}
+    per_call = report.counters().set_index("counter")
+    assert per_call.loc["flop-counter", "flops"] == FORWARD + BACKWARD
+    assert per_call.loc["thop", "forward_flops"] == FORWARD
 
 
 def test_a_counter_that_fails_never_reaches_the_script():

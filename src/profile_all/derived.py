@@ -1,9 +1,11 @@
 """Numbers computed from measured ones: achieved FLOP/s of a model and of its regions.
 
 Achieved FLOP/s = the FLOPs of one iteration / the median latency of one iteration
-(bench). The FLOPs are the exact count (flop-counter) when it ran, else thop's or
-flops-profiler's forward count, x3 with --train (backward estimated as 2x forward), and
-the row's name says which.
+(bench). The FLOPs of one iteration are per call of the root module, as
+`Report.counters()` compares them (a counter's FLOPs divided by the calls it saw): the
+exact count (flop-counter, backward measured) when it ran, else thop's or flops-profiler's
+forward count, x3 with --train (backward estimated as 2x forward), and the row's name says
+which.
 """
 
 from __future__ import annotations
@@ -12,21 +14,17 @@ from typing import Any
 
 import pandas as pd
 
-FORWARD_ONLY_COUNTERS = ("thop", "flops-profiler")
+from profile_all.report.counters import COUNTERS, FORWARD_ONLY, counters
 
 
 def iteration_flops(frame: pd.DataFrame, train: bool) -> tuple[float, str] | None:
-    """(FLOPs of one iteration, which counter) from the counters' rows."""
-    exact = frame[(frame["backend"] == "flop-counter") & (frame["scope"] == "run")
-                  & (frame["metric"] == "flops")]
-    if not exact.empty:
-        return float(exact["value"].iloc[0]), "flop-counter"
-    for counter in FORWARD_ONLY_COUNTERS:
-        roots = frame[(frame["backend"] == counter) & (frame["scope"] == "module")
-                      & (frame["metric"] == "flops") & ~frame["name"].str.contains(r"\.")]
-        if not roots.empty:
-            factor = 3 if train else 1
-            return float(roots["value"].sum()) * factor, counter + (" x3" if train else "")
+    """(FLOPs of one call of every root module, which counter) from the counters' rows."""
+    table = counters(frame, train)
+    for counter in COUNTERS:
+        per_call = table.loc[table["counter"] == counter, "flops"]
+        if not per_call.empty:
+            estimated = train and counter in FORWARD_ONLY
+            return float(per_call.sum()), counter + (" x3" if estimated else "")
     return None
 
 

@@ -1,110 +1,281 @@
-"""The FLOP counters side by side, in one unit, with their disagreements explained.
+"""The FLOP counters side by side, per call, with only the causes that the rows establish.
 
-Every counter's total is shown in FLOPs (2 x MACs for a counter that counts MACs), beside
-its relative difference from the reference, the exact count of FlopCounterMode
-(flop-counter), and the known reason for a difference.
+flop-counter (FlopCounterMode) counts every call of every module over the whole target,
+forward and backward; thop and flops-profiler count each root module once, on its first
+call, forward only. Their totals are different amounts of work, so they are never
+compared: each counter's FLOPs of a module are divided by the calls of it that the counter
+saw, and each root module is compared per call.
+
+A difference gets a cause only where the rows recorded at counting time establish it,
+module by module (each module's own FLOPs: its count less its children's):
+
+- the difference is exactly the module's bias adds (one per output element of a module
+  with a `bias`) where flop-counter counted its matmul or convolution: bias counted;
+- the counter counts FLOPs in a module that ran under flop-counter, which counted none
+  there (it counts matmul, convolution and attention only): element-wise ops counted;
+- the counter counts none, or exactly the attention FLOPs fewer, in a module where
+  flop-counter counted attention operators: attention not counted;
+- the counter saw the module run and counted none where flop-counter counted some: not
+  counted;
+- with training, a forward-only counter's backward is 2x its forward, an estimate, where
+  flop-counter measured it.
+
+What is left is "unexplained", with its size. thop counts the functional products it
+meets outside its layer rules (a matmul in a custom module) at the root, not in the module
+that ran them: so its root's own count is never taken as element-wise ops, and where it
+counted any, a module it counted nothing in is not said to be missed either.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import pandas as pd
 
 REFERENCE = "flop-counter"
 COUNTERS = ("flop-counter", "thop", "flops-profiler")
 FORWARD_ONLY = ("thop", "flops-profiler")
-AGREES_WITHIN = 1e-9  # counts are integers: any real difference has a cause
+COUNTER_COLUMNS = ["module", "counter", "calls", "backward_calls", "forward_flops",
+                   "backward_flops", "flops", "macs", "params", "vs_reference", "backward",
+                   "cause"]
 
 
 def _module_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["scope"] == "module") & frame["backend"].isin(COUNTERS)]
+    """The counters' module rows, of the first rank only: each rank counts its own calls."""
+    rows = frame[(frame["scope"] == "module") & frame["backend"].isin(COUNTERS)]
+    return rows[rows["rank"] == rows["rank"].min()] if not rows.empty else rows
+
+
+def _facts(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per counter, a table by module path: every metric's total over the calls the
+    counter saw, `forward_flops`, and the module's `type`."""
+    facts = {}
+    for counter, rows in _module_rows(frame).groupby("backend", sort=False):
+        table = rows[rows["stat"] == "total"].pivot_table(
+            index="name", columns="metric", values="value", aggfunc="sum", sort=False)
+        table.columns.name = None
+        for metric in ("calls", "backward_calls", "backward_flops", "outputs", "bias_adds",
+                       "attention_flops", "params", "macs"):
+            if metric not in table.columns:
+                table[metric] = math.nan if metric == "calls" else 0.0
+        table["forward_flops"] = table["flops"] - table["backward_flops"]
+        kinds = rows[rows["metric"] == "module_type"].drop_duplicates("name")
+        table["type"] = kinds.set_index("name")["stat"].reindex(table.index)
+        facts[str(counter)] = table
+    return {c: facts[c] for c in COUNTERS if c in facts}
+
+
+def _tree_order(names: list[str]) -> list[str]:
+    """Every module after its parent, siblings in the order they first appear (the
+    reference lists a module when its forward ends: children before their parent)."""
+    unique = list(dict.fromkeys(names))
+    position = {name: index for index, name in enumerate(unique)}
+
+    def key(name: str) -> list[int]:
+        parts = name.split(".")
+        return [position.get(".".join(parts[:depth]), position[name])
+                for depth in range(1, len(parts) + 1)]
+
+    return sorted(unique, key=key)
 
 
 def modules(frame: pd.DataFrame) -> pd.DataFrame:
-    """A row per module: each counter's FLOPs side by side, and the parameters."""
-    rows = _module_rows(frame)
-    if rows.empty:
-        return pd.DataFrame(columns=["module", "params", *COUNTERS])
-    flops = rows[rows["metric"] == "flops"].pivot_table(
-        index="name", columns="backend", values="value", aggfunc="max", sort=False)
-    params = rows[rows["metric"] == "params"].groupby("name", sort=False)["value"].max()
-    table = flops.reindex(columns=[c for c in COUNTERS if c in flops.columns])
-    table.insert(0, "params", params.reindex(table.index))
-    table.columns.name = None
-    return table.rename_axis("module").reset_index()
+    """A row per module: its type and parameters, and each counter's forward FLOPs per call
+    of the module beside the calls it saw (flop-counter's backward too, when measured)."""
+    facts = _facts(frame)
+    if not facts:
+        return pd.DataFrame(columns=["module", "type", "params"])
+    names = _tree_order([name for table in facts.values() for name in table.index])
+    table = pd.DataFrame(index=pd.Index(names, name="module"))
+    table["type"] = pd.concat([f["type"] for f in facts.values()], axis=1).reindex(
+        names).bfill(axis=1).iloc[:, 0]
+    table["params"] = pd.concat([f["params"] for f in facts.values()], axis=1).reindex(
+        names).max(axis=1)
+    for counter, counted in facts.items():
+        counted = counted.reindex(names)
+        table[counter] = counted["forward_flops"] / counted["calls"]
+        table[f"{counter} calls"] = counted["calls"]
+        if counter == REFERENCE and (counted["backward_calls"] > 0).any():
+            table[f"{counter} backward"] = (counted["backward_flops"]
+                                            / counted["backward_calls"].where(lambda c: c > 0))
+            table[f"{counter} backward calls"] = counted["backward_calls"]
+    return table.reset_index()
 
 
-def _is_root(names: pd.Series) -> pd.Series:
-    return ~names.str.contains(".", regex=False)
+def _roots(facts: dict[str, pd.DataFrame]) -> list[str]:
+    """Top-level modules with parameters or FLOPs (not a loss function), reference's first."""
+    names = []
+    for table in facts.values():
+        top = table[~table.index.str.contains(".", regex=False)]
+        names += list(top.index[(top["params"] > 0) | (top["flops"] > 0)])
+    return list(dict.fromkeys(names))
 
 
-def _attention_counted(frame: pd.DataFrame) -> bool:
-    operators = frame[(frame["backend"] == REFERENCE) & (frame["scope"] == "operator")]
-    return operators["name"].str.contains("scaled_dot_product|bmm", regex=True).any()
+def _subtree(facts: pd.DataFrame, other: pd.DataFrame, root: str) -> list[str]:
+    names = dict.fromkeys([*facts.index, *other.index])
+    return [n for n in names if n == root or n.startswith(root + ".")]
 
 
-def _cause(counter: str, difference: float, train: bool, attention: bool) -> str:
+def _own(values: pd.Series) -> pd.Series:
+    """Each module's own part of a count that includes its submodules'."""
+    parents = pd.Series([n.rpartition(".")[0] for n in values.index], index=values.index)
+    children = values.groupby(parents).sum()
+    return values - children.reindex(values.index).fillna(0)
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def _types(facts: pd.DataFrame, names: list[str]) -> str:
+    return ", ".join(dict.fromkeys(str(facts.at[n, "type"]) for n in names
+                                   if n in facts.index and isinstance(facts.at[n, "type"], str)))
+
+
+def _per_root_call(table: pd.DataFrame, names: list[str], root: str, column: str) -> pd.Series:
+    """`column` per call of `root` for each of `names`; a module the counter has no row
+    for (a ModuleList, never called itself) holds what its submodules hold."""
+    values = table[column].reindex(names)
+    for name in sorted(names, key=lambda n: -n.count(".")):  # the deepest first
+        if pd.isna(values[name]):
+            children = [n for n in names if n.rpartition(".")[0] == name]
+            values[name] = values[children].fillna(0).sum()
+    return values / table.at[root, "calls"]
+
+
+def _classify(counter: str, name: str, root: str, d: float, ref: dict[str, Any],
+              other: dict[str, Any], placed: bool) -> str | None:
+    """The established cause of the difference `d` in one module's own FLOPs per call, or
+    None. `ref` and `other` hold the module's own FLOPs, attention FLOPs, bias adds and
+    calls under each counter; `placed`: the counter counted no FLOPs away from where
+    they ran (thop at the root)."""
+    if d > 0 and ref["own"] > 0 and other["bias"] > 0 and _same(d, other["bias"]):
+        return "bias counted in {types} (one add per output)"
+    thop_root = counter == "thop" and name == root
+    if d > 0 and _same(ref["own"], 0) and ref["calls"] > 0 and not thop_root:
+        return "element-wise ops counted ({types})"
+    if d < 0 and other["calls"] > 0 and placed:
+        if ref["attention"] > 0 and (_same(other["own"], 0) or _same(-d, ref["attention"])):
+            return "attention not counted ({types})"
+        if _same(other["own"], 0) and ref["own"] > 0:
+            return "not counted: {types}"
+    return None
+
+
+def _explain_forward(counter: str, root: str, ref: pd.DataFrame,
+                     other: pd.DataFrame) -> list[str]:
+    """The established causes of the forward difference per call, with their size, and
+    what is left unexplained."""
+    ref_outputs = ref.at[root, "outputs"] / ref.at[root, "calls"]
+    other_outputs = other.at[root, "outputs"] / other.at[root, "calls"]
+    if ref_outputs > 0 and other_outputs > 0 and not _same(ref_outputs, other_outputs):
+        return [f"calls differ: {counter} counted {other_outputs:,.0f} output elements per "
+                f"call, flop-counter {ref_outputs:,.0f} (the mean of "
+                f"{ref.at[root, 'calls']:,.0f} calls): not compared per module"]
+    names = _subtree(ref, other, root)
+    ref_own = _own(_per_root_call(ref, names, root, "forward_flops"))
+    other_own = _own(_per_root_call(other, names, root, "forward_flops"))
+    ref_attention = _own(_per_root_call(ref, names, root, "attention_flops"))
+    bias = _per_root_call(other, names, root, "bias_adds")
+    placed = counter != "thop" or len(names) == 1 or _same(other_own.get(root, 0), 0)
+    causes: dict[str, list[Any]] = {}  # cause -> [FLOPs, modules]
+    for name in names:
+        d = other_own[name] - ref_own[name]
+        if _same(d, 0):
+            continue
+        cause = _classify(
+            counter, name, root, d,
+            {"own": ref_own[name], "attention": ref_attention[name],
+             "calls": ref["calls"].get(name, 0)},
+            {"own": other_own[name], "bias": bias[name], "calls": other["calls"].get(name, 0)},
+            placed)
+        if cause:
+            found = causes.setdefault(cause, [0.0, []])
+            found[0] += d
+            found[1].append(name)
+    gap = (other.at[root, "forward_flops"] / other.at[root, "calls"]
+           - ref.at[root, "forward_flops"] / ref.at[root, "calls"])
+    base = ref.at[root, "forward_flops"] / ref.at[root, "calls"]
+    shown = [f"{cause.format(types=_types(other, names_))}: {flops:+,.0f} FLOP per call"
+             for cause, (flops, names_) in sorted(causes.items(), key=lambda c: -abs(c[1][0]))]
+    unexplained = gap - sum(flops for flops, _ in causes.values())
+    if not _same(unexplained, 0):
+        share = f" ({unexplained / base:+.1%})" if base else ""
+        shown.append(f"unexplained: {unexplained:+,.0f} FLOP per call{share}")
+    return shown
+
+
+def _row(counter: str, root: str, table: pd.DataFrame, training: bool) -> dict[str, Any]:
+    calls = table.at[root, "calls"]
+    forward = table.at[root, "forward_flops"] / calls
     if counter == REFERENCE:
-        return "reference: exact count of matmul, convolution and attention operators"
-    causes = []
-    if train and counter in FORWARD_ONLY:
-        causes.append("counts forward only: backward estimated as 2x forward")
-    if abs(difference) <= AGREES_WITHIN:
-        causes.append("agrees")
-    elif difference < 0 and attention:
-        causes.append("attention not counted")
-    elif difference > 0:
-        causes.append("element-wise ops counted (activations, normalisation, pooling)")
+        backward_calls = table.at[root, "backward_calls"]
+        backward = table.at[root, "backward_flops"] / backward_calls if backward_calls else 0.0
+        macs, how = (forward + backward) / 2, "measured" if training else ""
     else:
-        causes.append("some operators not counted")
-    if counter == "thop":
-        causes.append("bias ignored")
-    return "; ".join(causes)
+        backward_calls = math.nan
+        backward = 2 * forward if training else 0.0
+        macs = table.at[root, "macs"] / calls * (3 if training else 1)
+        how = "estimated: 2x forward" if training else ""
+    return {"module": root, "counter": counter, "calls": calls,
+            "backward_calls": backward_calls, "forward_flops": forward,
+            "backward_flops": backward, "flops": forward + backward, "macs": macs,
+            "params": table.at[root, "params"], "backward": how}
+
+
+def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
+           reference: dict[str, Any] | None) -> str:
+    counter, root = row["counter"], row["module"]
+    if counter == REFERENCE:
+        return "reference (exact count)" + (
+            "; backward measured" if training else "")
+    causes = []
+    if reference is not None:
+        causes = _explain_forward(counter, root, facts[REFERENCE], facts[counter])
+        if training:
+            gap = row["backward_flops"] - reference["backward_flops"]
+            causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
+                          f"from the measured {reference['backward_flops']:,.0f}")
+    elif training:
+        causes.append("backward estimated as 2x forward")
+    return "; ".join(causes) or "agrees"
 
 
 def counters(frame: pd.DataFrame, train: bool) -> pd.DataFrame:
-    """A row per counter: FLOPs, MACs, params, difference from the reference, and why."""
-    rows = _module_rows(frame)
-    roots = rows[_is_root(rows["name"])]
-    totals = roots.pivot_table(index="backend", columns="metric", values="value",
-                               aggfunc="sum")
-    exact = frame[(frame["backend"] == REFERENCE) & (frame["scope"] == "run")
-                  & (frame["metric"] == "flops")]["value"]
+    """A row per root module and counter: the forward and backward calls it saw, and per
+    call its FLOPs (forward + backward when training), MACs, parameters, difference from
+    flop-counter, how the backward was had, and the established causes of the difference.
+    Training: `train`, or flop-counter saw the root's backward."""
+    facts = _facts(frame)
     table = []
-    for counter in COUNTERS:
-        if counter == REFERENCE and not exact.empty:
-            flops = float(exact.iloc[0])
-            macs = flops / 2  # it counts matmul, convolution and attention: 2 FLOPs a MAC
-        elif counter in totals.index:
-            counted = totals.loc[counter]
-            macs = counted.get("macs", float("nan"))
-            flops = counted.get("flops", 2 * macs)
-            if train and counter in FORWARD_ONLY:
-                flops, macs = 3 * flops, 3 * macs
-        else:
-            continue
-        params = totals.loc[counter].get("params") if counter in totals.index else None
-        table.append({"counter": counter, "flops": flops, "macs": macs, "params": params})
-    result = pd.DataFrame(table, columns=["counter", "flops", "macs", "params"])
-    if result.empty:
-        return result
-    reference = result.loc[result["counter"] == REFERENCE, "flops"]
-    base = float(reference.iloc[0]) if not reference.empty else float("nan")
-    result["vs_reference"] = result["flops"] / base - 1
-    attention = _attention_counted(frame)
-    result["cause"] = [_cause(c, d, train, attention)
-                       for c, d in zip(result["counter"], result["vs_reference"], strict=True)]
-    return result
+    for root in _roots(facts):
+        ref = facts.get(REFERENCE)
+        has_ref = ref is not None and root in ref.index and ref.at[root, "calls"] > 0
+        training = train or (has_ref and ref.at[root, "backward_calls"] > 0)
+        rows = [_row(counter, root, counted, training) for counter, counted in facts.items()
+                if root in counted.index and counted.at[root, "calls"] > 0]
+        reference = next((r for r in rows if r["counter"] == REFERENCE), None)
+        for row in rows:
+            row["vs_reference"] = (row["flops"] / reference["flops"] - 1
+                                   if reference and reference["flops"] else math.nan)
+            row["cause"] = _cause(row, facts, training, reference)
+        table += rows
+    return pd.DataFrame(table, columns=COUNTER_COLUMNS)
 
 
 def zero_counts(frame: pd.DataFrame) -> list[str]:
-    """Modules with parameters that a counter says compute nothing: worth a warning."""
+    """Modules with parameters that a counter says compute nothing, where flop-counter
+    counted FLOPs (or did not run): worth a warning. flop-counter's own zeros (a
+    BatchNorm) are right: it counts matmul, convolution and attention only."""
     table = modules(frame)
     warnings = []
     for _, module in table.iterrows():
         if not module["params"] or pd.isna(module["params"]):
             continue
-        for counter in COUNTERS:
-            if counter in table.columns and module[counter] == 0:
+        missed = REFERENCE not in table.columns or module[REFERENCE] > 0
+        for counter in FORWARD_ONLY:
+            if missed and counter in table.columns and module[counter] == 0:
                 warnings.append(f"{counter} counted 0 FLOPs for {module['module']}, which has "
                                 f"{int(module['params']):,} parameters")
     return warnings

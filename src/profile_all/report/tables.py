@@ -192,26 +192,40 @@ def latency_table(report: Report) -> pd.DataFrame:
 
 
 def counters_table(report: Report) -> pd.DataFrame:
+    """Per root module and counter, per call: exact FLOPs (no rounding: the causes are
+    sizes in FLOPs), the calls each counter saw, and why it differs from flop-counter."""
     counters = report.counters()
     if counters.empty:
         return pd.DataFrame()
-    return pd.DataFrame({
-        "counter": counters["counter"],
-        "GFLOP": counters["flops"].map(fmt_giga),
-        "GMAC": counters["macs"].map(fmt_giga),
-        "params": counters["params"].map(fmt_count),
-        "vs flop-counter": counters["vs_reference"].map(fmt_change),
-        "why": counters["cause"],
-    })
+    shown = pd.DataFrame({"module": counters["module"], "counter": counters["counter"],
+                          "calls": counters["calls"].map(fmt_count)})
+    if (counters["backward"] != "").any():  # training: the backward apart, and how it was had
+        shown["calls"] += [f" + {fmt_count(b)} backward" if b > 0 else ""
+                           for b in counters["backward_calls"].fillna(0)]
+        shown["forward FLOP/call"] = counters["forward_flops"].map(fmt_count)
+        shown["backward FLOP/call"] = [f"{fmt_count(flops)} ({how})" for flops, how in zip(
+            counters["backward_flops"], counters["backward"], strict=True)]
+    shown["FLOP/call"] = counters["flops"].map(fmt_count)
+    shown["params"] = counters["params"].map(fmt_count)
+    shown["vs flop-counter"] = counters["vs_reference"].map(fmt_change)
+    shown["why"] = counters["cause"]
+    return shown
 
 
 def modules_table(report: Report, top: int | None) -> pd.DataFrame:
+    """Per module, each counter's forward FLOPs per call of the module (and flop-counter's
+    backward per backward call), with the calls it saw in brackets."""
     modules = report.modules()
     if modules.empty:
         return pd.DataFrame()
-    shown = pd.DataFrame({"module": modules["module"], "params": modules["params"].map(fmt_count)})
-    for counter in modules.columns[2:]:
-        shown[f"{counter} GFLOP"] = modules[counter].map(fmt_giga)
+    shown = pd.DataFrame({"module": modules["module"], "type": modules["type"].fillna(""),
+                          "params": modules["params"].map(fmt_count)})
+    for column in modules.columns[3:]:
+        if not column.endswith(" calls"):
+            calls = modules[f"{column} calls"]
+            shown[f"{column} FLOP/call (calls)"] = [
+                "" if pd.isna(n) else f"{fmt_count(flops)} ({fmt_count(n)})"
+                for flops, n in zip(modules[column], calls, strict=True)]
     return shown.head(top) if top else shown
 
 
