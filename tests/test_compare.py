@@ -13,12 +13,13 @@ from conftest import TARGETS, profile_all
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A baseline, the same again, and a run whose "work" region sleeps 1.5x as long."""
+    """A baseline, the same again, and a run whose "work" region sleeps 1.5x as long; each
+    with two timing passes, so that a CI gate can tell a change from run-to-run drift."""
     root = tmp_path_factory.mktemp("runs")
     made = {}
     for label, delay in (("base", "0.004"), ("again", "0.004"), ("slower", "0.006")):
         done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
-                           "-o", root / label, "--", delay)
+                           "--repeat", "2", "-o", root / label, "--", delay)
         assert done.returncode == 0, done.stderr
         made[label] = root / label
     return made
@@ -27,13 +28,14 @@ def runs(tmp_path_factory):
 def test_a_slower_region_fails_the_threshold(runs):
     done = profile_all("compare", runs["base"], runs["slower"], "--fail-above", "10")
     assert done.returncode == 1, done.stderr
-    assert "slower by more than 10% beyond the noise: work (+" in done.stderr
+    assert "slower by more than 10% beyond the run-to-run noise: work (+" in done.stderr
     assert "steady" not in done.stderr.splitlines()[-1]
     table = pa.load(runs["base"]).compare(pa.load(runs["slower"]))
     work = table[(table["kind"] == "region") & (table["name"] == "work")].iloc[0]
     assert work["verdict"] == "slower"
     assert 0.3 < work["change"] < 0.7 and work["ci_low"] > 0
-    assert work["calls_a"] == work["calls_b"] == 30
+    assert work["calls_a"] == work["calls_b"] == 60  # 30 calls in each of 2 timing passes
+    assert (work["runs_a"], work["runs_b"]) == (2, 2) and work["basis"] == "2+2 runs, blocks"
 
 
 def test_the_same_work_is_within_the_noise(runs):
@@ -102,4 +104,5 @@ def test_two_model_benchmarks_compare_on_their_iterations(tmp_path):
     assert latency["metric"] == "latency median" and latency["backend"] == "bench"
     assert latency["calls_a"] == latency["calls_b"] == 40
     assert latency["ci_low"] <= latency["change"] <= latency["ci_high"]
-    assert latency["verdict"] in ("slower", "faster", "within noise")
+    assert latency["verdict"] in ("slower", "faster", "no change")
+    assert latency["basis"] == "1+1 run, blocks (drift between runs not measured)"

@@ -75,16 +75,18 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
 
 def test_timeout_stops_each_pass_and_exits_124(tmp_path):
     run_dir = tmp_path / "run"
-    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "3", "--", "sleep")
+    # 8 s: every pass imports torch before the target starts (seconds on a loaded 2-core VM)
+    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "8", "--", "sleep")
     assert result.returncode == 124, result.stderr
-    report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 3 s")
+    report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 8 s")
     assert [p["status"] for p in report.meta["passes"]] == ["timeout", "timeout"]
     # the region the target was stuck in is there, timed until the stop: where it hung
     assert _region_calls(report, 1, "sleeping") == 1
     frame = report.frame
     stuck = frame[(frame["pass"] == 1) & (frame["name"] == "sleeping")
                   & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
-    assert 2.0 < stuck["value"].item() < 3.5
+    target = report.meta["passes"][0]["target_wall_time"]  # the regions before it: 0.3 s
+    assert stuck["value"].item() < target < stuck["value"].item() + 1.0
     assert (run_dir / "artifacts" / "cprofile.prof").is_file()
 
 

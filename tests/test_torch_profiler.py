@@ -82,3 +82,41 @@ def test_bad_schedule_is_refused(tmp_path):
                          cwd=tmp_path)
     assert result.returncode == 2
     assert "--torch-schedule wants WAIT,WARMUP,ACTIVE" in result.stderr
+
+
+def test_live_trace_operators_match_torchs_own_key_averages(tmp_path):
+    """A trace torch writes here, read by us, against torch's own aggregation of the same
+    session (key_averages): calls, total and self CPU time per operator. torch merges an
+    operator called inside itself into one call, so those are left out."""
+    import torch
+
+    from profile_all.ingest.trace_analysis import operator_frame
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs = torch.randn(32, 64)
+    with torch.profiler.profile() as profile:
+        for _ in range(5):
+            model(inputs).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    path = tmp_path / "live.json"
+    profile.export_chrome_trace(str(path))
+    ops = operator_frame(chrome_trace.load(path))
+    parents = ops["name"].to_numpy()[ops["parent"].clip(lower=0)]
+    nested_in_itself = set(ops.loc[(ops["parent"] >= 0) & (parents == ops["name"]), "name"])
+    ours = ops.groupby("name").agg(calls=("name", "size"), cpu_time=("cpu_time", "sum"),
+                                   self_time=("self_time", "sum"))
+    compared = 0
+    for event in profile.key_averages():
+        if event.key in nested_in_itself or event.key not in ours.index:
+            continue
+        mine = ours.loc[event.key]
+        assert mine["calls"] == event.count, event.key
+        assert mine["cpu_time"] == pytest.approx(event.cpu_time_total * 1e-6, rel=0.01,
+                                                 abs=1e-6), event.key
+        assert mine["self_time"] == pytest.approx(event.self_cpu_time_total * 1e-6, rel=0.01,
+                                                  abs=1e-6), event.key
+        compared += 1
+    assert compared >= 20

@@ -51,7 +51,8 @@ def region_achieved_flops_rows(frame: pd.DataFrame) -> list[list[Any]]:
 def achieved_flops_rows(frame: pd.DataFrame,
                         peak_flops: float | None) -> tuple[list[list[Any]], str | None]:
     """Rows of a model's achieved FLOP/s (and the fraction of `peak_flops`), and the counter
-    whose FLOPs were used; `frame` holds the measured rows (report columns)."""
+    whose FLOPs were used; `frame` holds the measured rows (report columns). With repeated
+    timing passes, over the median of their medians."""
     latency = frame[(frame["backend"] == "bench") & (frame["metric"] == "latency")
                     & (frame["stat"] == "median")]
     if latency.empty:
@@ -61,7 +62,7 @@ def achieved_flops_rows(frame: pd.DataFrame,
     if counted is None:
         return [], None
     flops, counter = counted
-    achieved = flops / float(latency["value"].iloc[0])
+    achieved = flops / float(latency["value"].median())
     prefix = ["derived", 0, 0, "model", region, ""]
     out = [[*prefix, "achieved_flops", "value", achieved, "FLOP/s"]]
     if peak_flops:

@@ -61,6 +61,29 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
     return bench.BatchPoint(batch, bench.latency_statistics(timing.samples)["median"], peak)
 
 
+#: block medians further apart than this share of the median, and than BLOCK_SPREAD_CI
+#: times the median's own 95% interval, say the machine drifted during the timing
+BLOCK_SPREAD_FLOOR = 0.05
+BLOCK_SPREAD_CI = 3.0
+
+
+def _blocks(samples: list[float], stats: dict[str, float]) -> dict[str, Any]:
+    """The medians of the timing's contiguous blocks (noise.BLOCKS of them, in time order):
+    their lowest and highest, and whether they disagree beyond the median's interval (the
+    interval holds the iterations of one window; the blocks show the drift across it)."""
+    from profile_all import noise
+
+    if len(samples) < noise.BLOCKS * noise.CALLS_PER_BLOCK:
+        return {}
+    medians = noise.units(samples)
+    low, high = float(medians.min()), float(medians.max())
+    spread = (high - low) / stats["median"]
+    interval = (stats["ci95_high"] - stats["ci95_low"]) / stats["median"]
+    return {"block_min": low, "block_max": high, "blocks": len(medians),
+            "blocks_disagree": bool(spread > max(BLOCK_SPREAD_FLOOR,
+                                                 BLOCK_SPREAD_CI * interval))}
+
+
 def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[Any]], dict]:
     timing = bench.measure(work.marked, device=device, warmup=target.warmup,
                            iters=target.iters, budget_seconds=target.budget_seconds,
@@ -70,6 +93,9 @@ def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[An
     name = work.region_name
     rows = [row("model", name, "latency", value, stat=stat)
             for stat, value in stats.items() if stat not in ("cv", "count")]
+    blocks = _blocks(timing.samples, stats)
+    rows += [row("model", name, "latency", blocks[stat], stat=stat)
+             for stat in ("block_min", "block_max") if stat in blocks]
     rows += [row("model", name, "latency_cv", stats["cv"], stat="value", unit="ratio"),
              row("model", name, "iterations", stats["count"], unit="count"),
              row("model", name, "warmup_iterations", timing.warmup, unit="count"),
@@ -77,7 +103,9 @@ def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[An
              row("model", name, "fps", batch / stats["median"], stat="median", unit="1/s")]
     target.samples = [("model", name, "", "latency", list(timing.samples))]
     facts = {"clock": timing.clock, "device": str(device), "region": name,
-             "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"]}
+             "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"],
+             "median": stats["median"], "ci95_low": stats["ci95_low"],
+             "ci95_high": stats["ci95_high"], **blocks}
     if target.batch_search:
         points = bench.search_batch_size(
             lambda b: _batch_point(target, work.model, device, b),

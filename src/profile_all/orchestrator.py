@@ -25,7 +25,7 @@ import orjson
 import pandas as pd
 import psutil
 
-from profile_all import backends, derived, environment
+from profile_all import backends, derived, environment, trust
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
 from profile_all.launch import Launch
@@ -211,14 +211,22 @@ def _pass_summary(run_pass: Pass, results: list[dict[str, Any]], wall: float,
     times = [r["outcome"]["target_wall_time"] for r in results
              if r["outcome"]["target_wall_time"] is not None]
     prefix = f"rank {cause['rank']}: " if distributed and outcome["error"] else ""
+    failures = [{**failure, "error": (f"rank {r['rank']}: " if distributed else "")
+                 + failure["error"]} for r in results for failure in r["backend_failures"]]
+    status = outcome["status"]
+    if status == "ok" and any(f["phase"] != "note" for f in failures):
+        status = "partial"  # the target ended well, but a backend lost what it measured
+    steps = [r["steps"] for r in results if r.get("steps") is not None]
     summary = {
         "pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
-        "status": outcome["status"], "exit_code": outcome["exit_code"],
+        "repeat": run_pass.repeat,
+        "status": status, "exit_code": outcome["exit_code"],
         "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
         "process_wall_time": wall, "recovered": any(r.get("recovered") for r in results),
-        "backend_failures": [
-            {**failure, "error": (f"rank {r['rank']}: " if distributed else "")
-             + failure["error"]} for r in results for failure in r["backend_failures"]],
+        "steps": max(steps) if steps else None,
+        # the slowest rank's per-step times: read by trust.add_overheads, not saved
+        "step_times": max((r.get("step_times") or [] for r in results), key=len, default=[]),
+        "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
                  f"artifacts/pass{run_pass.index}.stderr.log"]}
     if distributed:
@@ -228,28 +236,21 @@ def _pass_summary(run_pass: Pass, results: list[dict[str, Any]], wall: float,
     return summary
 
 
-def _add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
-    """Each pass's target time over the timing pass's: what each profiler costs. Not
-    `comparable` for a model, whose timing pass repeats the work and the others run it once."""
-    reference = next((p["target_wall_time"] for p in passes
-                      if p["timing"] and p["status"] == "ok"), None) if comparable else None
-    for summary in passes:
-        own = summary["target_wall_time"]
-        usable = reference and own and summary["status"] == "ok"
-        summary["overhead"] = own / reference if usable else None
-
-
 def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | None = None,
         out: Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None,
         observer: Observer | None = None, command: list[str] | None = None,
-        peak_flops: float | None = None, launch: Launch | None = None) -> Report:
+        peak_flops: float | None = None, launch: Launch | None = None,
+        repeat: int = 1) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
-    for several ranks, every pass runs under torchrun."""
+    for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
+    timing pass runs, spread over the run (its repeats measure the run-to-run noise)."""
     launch = launch or Launch()
     launch.validate()
     if launch.distributed and not isolate:
         raise UsageError("several ranks need isolate=True (torchrun starts their processes)")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise UsageError(f"--repeat must be a whole number of at least 1, got {repeat!r}")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}")
     if timeout is not None and not isolate:
@@ -265,8 +266,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
     if not selection.runnable and not is_model:
         raise UsageError("no requested backend can run here: " + "; ".join(
             f"{name}: {why}" for name, why in selection.skipped.items()))
-    passes = plan_passes(selection.runnable, timing_pass=is_model)
-    preimport = sorted({module for cls in selection.runnable for module in cls.imports})
+    passes = plan_passes(selection.runnable, timing_pass=is_model, repeat=repeat)
+    preimport = backends.preimports(selection.runnable)
     if launch.distributed:
         # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
         # DDP's teardown about one run in two, under bare torchrun too
@@ -313,10 +314,16 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
             status = "interrupted"
             break
 
-    _add_overheads(summaries, comparable=not is_model)
+    trust.add_overheads(summaries, comparable=not is_model)
+    doubts = trust.doubts(summaries, results, [cls.name for cls in selection.runnable
+                                               if not cls.sees_children], not is_model)
+    for summary in summaries:
+        del summary["step_times"]
     failed = [s for s in summaries if s["exit_code"] != 0]
     if failed and status == "complete":
         status = "failed"
+    elif status == "complete" and any(s["status"] == "partial" for s in summaries):
+        status = "partial"
     runtime = next((r["runtime"] for r in results if r["runtime"]), {})
     meta = {
         "format": FORMAT_VERSION,
@@ -329,6 +336,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         "passes": summaries,
         "passes_not_run": [p.index for p in passes[len(summaries):]],
         "skipped_backends": selection.skipped,
+        "doubts": doubts,
         "preimported": preimport,
         "ranks": sorted({result["rank"] for result in results}),
         "artifacts": [a for r in results for a in r["artifacts"]],
@@ -337,8 +345,10 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         meta["distributed"] = {**launch.to_meta(), "world_size": max(
             (r.get("world_size", 1) for r in results), default=1)}
     if is_model:
-        meta["model"] = {**target.to_spec(), **next(
-            (r["target_facts"] for r in results if r.get("target_facts")), {})}
+        timed = [r for r in results if r.get("target_facts")]
+        meta["model"] = {**target.to_spec(), **(timed[0]["target_facts"] if timed else {}),
+                         "timing_passes": [{"pass": r["pass"], **r["target_facts"]}
+                                           for r in timed]}
     rows = [row for result in results for row in result["rows"]]
     measured = pd.DataFrame(rows, columns=COLUMNS)
     extra = derived.region_achieved_flops_rows(measured)

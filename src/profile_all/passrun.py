@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import resource
 import signal
 import sys
 import time
 import traceback
+from array import array
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from time import perf_counter
@@ -20,7 +22,7 @@ from typing import Any
 
 import profile_all
 from profile_all import backends, regions
-from profile_all.backends.base import Backend, PassContext, hears_regions
+from profile_all.backends.base import Backend, PassContext, hears_regions, kept_samples
 from profile_all.targets import target_from_spec
 
 
@@ -104,6 +106,31 @@ def _runtime_environment() -> dict[str, Any]:
     return facts
 
 
+class StepClock:
+    """When each `pa.step()` came, in every pass whatever its backends: the per-step times
+    that a pass's overhead over the clean pass is measured with, and the step count that
+    says whether two passes did the same work. One `perf_counter` call a step."""
+
+    def __init__(self) -> None:
+        self.marks = array("d")
+
+    def step(self) -> None:
+        self.marks.append(perf_counter())
+
+    def facts(self) -> dict[str, Any]:
+        """Steps seen, and the time of each step after the first (the first has no start)."""
+        marks = self.marks
+        durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]
+        return {"steps": len(marks), "step_times": kept_samples(durations)}
+
+
+def _children_usage() -> tuple[float, float]:
+    """(CPU seconds, largest peak RSS in bytes) of this process's ended, waited-for
+    children: forked DataLoader workers, mp.spawn and subprocess children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024.0
+
+
 class PassRun:
     def __init__(self, spec: dict[str, Any], *, own_process: bool, target: Any = None) -> None:
         self.spec = spec
@@ -120,6 +147,9 @@ class PassRun:
         #: set as finishing begins, so that the worker's stop watcher leaves it alone
         self.finishing = False
         self.target_started = perf_counter()
+        self.clock = StepClock()
+        self._children_at_start = _children_usage()
+        self._children_during: tuple[float, float] | None = None
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -137,7 +167,8 @@ class PassRun:
                 self._guard(name, "start", error)
                 continue
             self.started.append(backend)
-        regions.listen([b for b in self.started if hears_regions(b)])
+        regions.listen([b for b in self.started if hears_regions(b)], [self.clock])
+        self._children_at_start = _children_usage()
         self.target_started = perf_counter()
 
     def finish(self, outcome: Outcome) -> dict[str, Any]:
@@ -146,6 +177,8 @@ class PassRun:
             return self._result
         self.finishing = True
         regions.listen(())
+        cpu, peak = _children_usage()  # before backends stop: their own helpers are not ours
+        self._children_during = (cpu - self._children_at_start[0], peak)
         for backend in reversed(self.started):
             try:
                 backend.stop(self.ctx)
@@ -164,6 +197,13 @@ class PassRun:
             samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
             self.failures += [{"backend": backend.name, "phase": "note", "error": note}
                               for note in backend.notes]
+            self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
+                              for loss in backend.losses]
+            if backend.kind == "tracer" and all(r[0] == "run" for r in collected.rows):
+                self.failures.append({
+                    "backend": backend.name, "phase": "collect",
+                    "error": "recorded nothing beyond the run's totals (no function, "
+                             "operator, kernel or region): does the target run any of it?"})
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
         self._result = {
             "pass": self.ctx.pass_index, "rank": self.ctx.rank,
@@ -172,6 +212,9 @@ class PassRun:
             "artifacts": artifacts,
             "backend_failures": self.failures, "runtime": _runtime_environment(),
             "target_facts": getattr(self.target, "facts", {}),
+            "children": {"cpu_time": self._children_during[0],
+                         "peak_rss": self._children_during[1]},
+            **self.clock.facts(),
         }
         return self._result
 

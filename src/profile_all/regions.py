@@ -27,14 +27,17 @@ class RegionListener(Protocol):
 
 _listeners: tuple[RegionListener, ...] = ()
 _single: RegionListener | None = None  # the listener, when there is exactly one (the usual case)
+_steppers: tuple[Any, ...] = ()  # every listener, and those that hear only steps
 _threads = threading.local()
 
 
-def listen(listeners: Sequence[RegionListener]) -> None:
-    """Route regions and steps to `listeners`; an empty sequence stops routing."""
-    global _listeners, _single
+def listen(listeners: Sequence[RegionListener], steppers: Sequence[Any] = ()) -> None:
+    """Route regions and steps to `listeners`, and steps alone to `steppers` (objects with a
+    `step()`); empty sequences stop routing."""
+    global _listeners, _single, _steppers
     _listeners = tuple(listeners)
     _single = _listeners[0] if len(_listeners) == 1 else None
+    _steppers = (*_listeners, *steppers)
 
 
 class Region:
@@ -126,5 +129,5 @@ def region(name: str | Callable | None = None) -> Any:
 
 def step() -> None:
     """Mark the end of one iteration (as torch.profiler's `prof.step()`)."""
-    for listener in _listeners:
+    for listener in _steppers:
         listener.step()

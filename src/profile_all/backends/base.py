@@ -86,11 +86,17 @@ class Backend:
     imports: ClassVar[tuple[str, ...]] = ()
     #: (module, distribution) pairs it cannot run without; `available` checks them
     requires: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: it measures the target's child processes too (a sampler or launcher outside the
+    #: target's process); backends inside the process are blind to them, and say so
+    sees_children: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
-        #: what went wrong without stopping the backend, for the report
+        #: what is worth knowing about its measurement, for the report
         self.notes: list[str] = []
+        #: what it could not measure although it kept running (the target switched it off,
+        #: say): its pass is then `partial`, not `ok`
+        self.losses: list[str] = []
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -80,6 +80,7 @@ class CudaPeaks:
 class Memory(Backend):
     name = "memory"
     kind = "sampler"
+    sees_children = True
     measures = ("resident memory over time, peak and increase per region (memory_profiler, "
                 "sampled from outside); CUDA peaks per region; line-by-line on request")
     native_file = "mprofile.dat (mprof plot)"

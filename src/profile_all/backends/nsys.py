@@ -44,6 +44,7 @@ def nvtx_functions() -> tuple[Callable[[str], Any], Callable[[], Any]] | None:
 class Nsys(Backend):
     name = "nsys"
     kind = "wrapper"
+    sees_children = True
     measures = "NVTX ranges with the GPU time of the kernels launched in them, kernels"
     native_file = "nsys.nsys-rep (Nsight Systems: nsys-ui), nsys.sqlite"
 

@@ -79,7 +79,7 @@ def write(path: str | Path, command: str, samples: Iterable[str],
           functions: Iterable[tuple[str, float, float, float, float, int]]) -> None:
     """`samples` are MEM and CHLD lines as the sampler wrote them; functions as in Mprofile."""
     with open(path, "w", encoding="utf-8") as out:
-        out.write(f"CMDLINE {command}\n")
+        out.write(f"CMDLINE {' '.join(command.splitlines())}\n")  # one line, whatever argv held
         out.writelines(samples)
         for name, start, end, mem_start, mem_end, level in functions:
             name = re.sub(r"\s", "_", name)

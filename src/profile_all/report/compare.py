@@ -1,12 +1,14 @@
-"""What changed between two runs, and whether it is beyond the noise.
+"""What changed between two runs, and whether it is beyond the noise between runs.
 
-Regions, steps and a model's iterations are compared on their per-call samples
-(`Report.samples`): the change is the ratio of medians minus one, and its confidence
-interval comes from a bootstrap of that ratio (each run's calls resampled with
-replacement). A change whose interval excludes zero is `slower` or `faster`; one whose
-interval holds zero is `within noise`. Fewer than MIN_CALLS calls on either side cannot be
-tested, and says so. The interval holds the spread of the calls, not the drift between two
-runs on a busy machine: a CI threshold (`slower_than`) should sit above that drift.
+Regions, steps and a model's iterations are compared on the per-call samples of each run's
+clean timing passes (`Report.samples`): the change is the ratio of medians minus one, and
+its interval comes from noise.median_ratio, which resamples timing passes (--repeat) and
+blocks of calls within them, so that it holds the drift between runs, not only the spread
+of calls inside one (which called 6 of 6 regions of two identical runs changed). A change
+whose interval excludes zero is `slower` or `faster`; one whose interval holds it is `no
+change`. Each row says what its verdict rests on (`basis`: runs and blocks); with one
+timing pass a side the drift between runs is not measured, and `slower_than` (the CI
+gate) refuses to judge. Fewer than MIN_CALLS calls on either side cannot be tested.
 
 Functions (cProfile) and operators (torch.profiler) keep totals, not calls, so their change
 is shown without a test (`no per-call samples`). FLOP counts are exact: any difference is
@@ -20,53 +22,59 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profile_all import noise
 from profile_all.errors import UsageError
 
 MIN_CALLS = 3
 TOP = 10
+#: timing passes a side that a CI gate needs: one a side cannot tell a change from drift
+GATE_RUNS = 2
 COLUMNS = ["kind", "name", "parent", "backend", "metric", "a", "b", "change", "ci_low",
-           "ci_high", "calls_a", "calls_b", "verdict"]
+           "ci_high", "calls_a", "calls_b", "runs_a", "runs_b", "basis", "verdict"]
 
 
-def _bootstrap_change(a: np.ndarray, b: np.ndarray, resamples: int, confidence: float,
-                      rng: np.random.Generator) -> tuple[float, float]:
-    """The interval of median(b) / median(a) - 1, resampling both; in chunks, so that a
-    region with 10,000 calls needs no more than a few MB."""
-    ratios = []
-    chunk = max(1, 2_000_000 // max(len(a), len(b)))
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        median_a = np.median(rng.choice(a, (size, len(a))), axis=1)
-        median_b = np.median(rng.choice(b, (size, len(b))), axis=1)
-        ratios.append(median_b / median_a - 1)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(np.concatenate(ratios), [tail, 1 - tail])
-    return float(low), float(high)
+def _timing_passes(report: Any) -> set[int]:
+    """The passes of a run whose samples are clean timings (timers, the model benchmark)."""
+    return {p["pass"] for p in report.meta.get("passes", []) if p.get("timing")}
+
+
+def _runs(report: Any) -> dict[tuple, list[np.ndarray]]:
+    """Per measure (scope, backend, metric, name, parent): each timing pass's calls, in
+    call order; ranks pooled within a pass."""
+    samples = report.samples
+    samples = samples[samples["pass"].isin(_timing_passes(report))]
+    keys = ["scope", "backend", "metric", "name", "parent"]
+    runs: dict[tuple, list[np.ndarray]] = {}
+    for (*key, _pass), values in samples.groupby([*keys, "pass"], sort=False)["value"]:
+        runs.setdefault(tuple(key), []).append(values.to_numpy(float))
+    return runs
 
 
 def _timed(a: Any, b: Any, confidence: float, resamples: int, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
-    keys = ["scope", "backend", "metric", "name", "parent"]
-    groups_a = dict(list(a.samples.groupby(keys, sort=False)["value"]))
-    groups_b = dict(list(b.samples.groupby(keys, sort=False)["value"]))
+    runs_a, runs_b = _runs(a), _runs(b)
     found = []
-    for key in [k for k in groups_a if k in groups_b]:
+    for key in [k for k in runs_a if k in runs_b]:
         scope, backend, metric, name, parent = key
-        values_a, values_b = groups_a[key].to_numpy(), groups_b[key].to_numpy()
-        median_a, median_b = float(np.median(values_a)), float(np.median(values_b))
-        change = median_b / median_a - 1 if median_a > 0 else np.nan
-        low = high = np.nan
-        if min(len(values_a), len(values_b)) < MIN_CALLS:
-            verdict = f"too few calls to test (< {MIN_CALLS})"
+        all_a, all_b = np.concatenate(runs_a[key]), np.concatenate(runs_b[key])
+        median_a, median_b = float(np.median(all_a)), float(np.median(all_b))
+        entry = {"kind": scope, "name": name, "parent": parent, "backend": backend,
+                 "metric": f"{metric} median", "a": median_a, "b": median_b,
+                 "change": median_b / median_a - 1 if median_a > 0 else np.nan,
+                 "ci_low": np.nan, "ci_high": np.nan, "calls_a": len(all_a),
+                 "calls_b": len(all_b), "runs_a": len(runs_a[key]),
+                 "runs_b": len(runs_b[key]), "basis": ""}
+        if min(len(all_a), len(all_b)) < MIN_CALLS:
+            entry["verdict"] = f"too few calls to test (< {MIN_CALLS})"
         elif median_a <= 0:
-            verdict = "not tested (zero time)"
+            entry["verdict"] = "not tested (zero time)"
         else:
-            low, high = _bootstrap_change(values_a, values_b, resamples, confidence, rng)
-            verdict = "slower" if low > 0 else "faster" if high < 0 else "within noise"
-        found.append({"kind": scope, "name": name, "parent": parent, "backend": backend,
-                      "metric": f"{metric} median", "a": median_a, "b": median_b,
-                      "change": change, "ci_low": low, "ci_high": high,
-                      "calls_a": len(values_a), "calls_b": len(values_b), "verdict": verdict})
+            ratio = noise.median_ratio(runs_a[key], runs_b[key], confidence=confidence,
+                                       resamples=resamples, rng=rng)
+            entry.update(a=ratio.centre_a, b=ratio.centre_b, change=ratio.change,
+                         ci_low=ratio.low, ci_high=ratio.high, basis=ratio.basis,
+                         verdict=ratio.verdict)
+        found.append(entry)
     return found
 
 
@@ -90,15 +98,16 @@ def _totals(kind: str, table_a: pd.DataFrame, table_b: pd.DataFrame, metric: str
 
 def _counts(a: Any, b: Any) -> list[dict]:
     found = []
-    counters_a, counters_b = a.counters().set_index("counter"), b.counters().set_index("counter")
-    if not counters_a.empty and not counters_b.empty:
-        for counter in counters_a.index.intersection(counters_b.index):
-            value_a = float(counters_a.at[counter, "flops"])
-            value_b = float(counters_b.at[counter, "flops"])
-            found.append({"kind": "flops", "name": "total", "parent": "", "backend": counter,
-                          "metric": "flops", "a": value_a, "b": value_b,
-                          "change": value_b / value_a - 1 if value_a else np.nan,
-                          "verdict": "same" if value_a == value_b else "changed"})
+    keys = ["module", "counter"]  # a root module's FLOPs per call, by each counter
+    counted_a = a.counters().set_index(keys)["flops"]
+    counted_b = b.counters().set_index(keys)["flops"]
+    for module, counter in counted_a.index.intersection(counted_b.index):
+        value_a = float(counted_a[(module, counter)])
+        value_b = float(counted_b[(module, counter)])
+        found.append({"kind": "flops", "name": module, "parent": "", "backend": counter,
+                      "metric": "flops per call", "a": value_a, "b": value_b,
+                      "change": value_b / value_a - 1 if value_a else np.nan,
+                      "verdict": "same" if value_a == value_b else "changed"})
     peaks = []
     for report in (a, b):
         frame = report.frame
@@ -116,7 +125,8 @@ def _counts(a: Any, b: Any) -> list[dict]:
 def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
             seed: int = 0) -> pd.DataFrame:
     """A row per compared measure of runs `a` and `b` (Reports), COLUMNS; `change` is
-    b / a - 1. UsageError when the runs have no region, step or model in common."""
+    b / a - 1. UsageError when the runs have no region, step or model in common.
+    `attrs["notes"]`: what makes the two runs unlike, a sentence each."""
     timed = _timed(a, b, confidence, resamples, seed)
     if not timed:
         names_a = sorted(set(a.samples["name"])) or ["none"]
@@ -128,9 +138,37 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     rows += _totals("function", a.functions(), b.functions(), "self_time", "cprofile")
     rows += _totals("operator", a.operators(), b.operators(), "self_time", "torch-profiler")
     rows += _counts(a, b)
-    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    table.attrs["notes"] = _unlike(a, b)
+    return table
+
+
+def _unlike(a: Any, b: Any) -> list[str]:
+    """Differences between the runs' setups that a change in time may come from."""
+    notes = []
+    for key, what in (("preimported", "modules imported before the target's clock"),):
+        if a.meta.get(key) != b.meta.get(key):
+            notes.append(f"the runs differ in {what}: {a.meta.get(key)} against "
+                         f"{b.meta.get(key)}")
+    timers = [sorted({n for p in r.meta.get("passes", []) if p.get("timing")
+                      for n in p["backends"]}) for r in (a, b)]
+    if timers[0] != timers[1]:
+        notes.append(f"the timing passes ran different timers: {timers[0]} against "
+                     f"{timers[1]}")
+    return notes
 
 
 def slower_than(table: pd.DataFrame, percent: float) -> pd.DataFrame:
-    """Regions, steps and models slower beyond the noise by more than `percent`."""
-    return table[(table["verdict"] == "slower") & (table["change"] * 100 > percent)]
+    """Regions, steps and models slower beyond the run-to-run noise by more than
+    `percent`. UsageError when no timed measure rests on GATE_RUNS timing passes a side:
+    one run a side cannot tell a change from the drift between runs."""
+    timed = table[table["basis"].fillna("") != ""]
+    gated = timed[(timed["runs_a"] >= GATE_RUNS) & (timed["runs_b"] >= GATE_RUNS)]
+    if gated.empty:
+        runs_a = int(timed["runs_a"].max()) if not timed.empty else 0
+        runs_b = int(timed["runs_b"].max()) if not timed.empty else 0
+        raise UsageError(
+            f"--fail-above needs at least {GATE_RUNS} timing passes in each run to tell a "
+            f"change from the drift between runs, and these have {runs_a} and {runs_b}: "
+            "profile both with --repeat 3 or more")
+    return gated[(gated["verdict"] == "slower") & (gated["change"] * 100 > percent)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profile_all.report import plots, tables
+from profile_all.report import markdown, plots, tables
 from profile_all.report.report import Report
 
 TOP = 25
@@ -112,8 +112,8 @@ def body(report: Report, files_at: Path | None = None) -> str:
                       for title, png in plots.draw_all(report, files_at))
     parts.append(_section("plots", "Plots", figures))
     parts.append(_section("passes", "Passes",
-                          "<p>Overhead is each pass's target time over the clean timing "
-                          "pass's.</p>" + _table(tables.passes_table(report))))
+                          f"<p>{_text(markdown.OVERHEAD_NOTE)}</p>"
+                          + _table(tables.passes_table(report))))
     functions = report.functions()
     parts.append(_section("functions", "Functions by self time (cProfile)",
                           _table(tables.functions_table(report, TOP), len(functions))))

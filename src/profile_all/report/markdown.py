@@ -8,6 +8,10 @@ from profile_all.report import tables
 from profile_all.report.report import Report
 
 TOP = 25
+OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the median step "
+                 "time where the target marks steps, else the whole run's, with a 95% interval "
+                 "from per-step times or the timing pass's repeats (--repeat); an interval "
+                 "that holds 1 is within noise.")
 
 
 def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
@@ -27,7 +31,7 @@ def render(report: Report, top: int = TOP) -> str:
     if problems:
         out += ["## Problems", "", *[f"- {line}" for line in problems], ""]
     out += ["## Passes", "",
-            "Overhead is each pass's target time over the clean timing pass's.", "",
+            OVERHEAD_NOTE, "",
             _table(tables.passes_table(report)), ""]
     for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
                          ("Batch-size search", tables.batches_table(report)),

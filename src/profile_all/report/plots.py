@@ -107,12 +107,24 @@ def region_times(report: Report) -> bytes | None:
 
 
 def overheads(report: Report) -> bytes | None:
+    """Each profiled pass's overhead with its interval, against the clean pass's 1."""
     passes = report.passes().dropna(subset=["overhead"])
-    if len(passes) < 2:
+    if passes.empty:
         return None
     labels = [f"pass {p}: {b}" for p, b in zip(passes["pass"], passes["backends"], strict=True)]
-    return _barh(labels, list(passes["overhead"]), "target time / timing pass's",
-                 "Each pass's overhead over the clean timing pass")
+    points = passes["overhead"].to_numpy(float)
+    low = passes["overhead_low"].astype(float).fillna(passes["overhead"]).to_numpy()
+    high = passes["overhead_high"].astype(float).fillna(passes["overhead"]).to_numpy()
+    with plt.rc_context(_STYLE):
+        figure, axes = plt.subplots(figsize=(9, 0.3 * len(labels) + 1.2))
+        axes.barh(range(len(labels)), points, color="#4c72b0",
+                  xerr=[points - low, high - points], ecolor="#333333", capsize=3)
+        axes.axvline(1.0, color="#cf222e", linewidth=1)
+        axes.set_yticks(range(len(labels)), [_short(label) for label in labels])
+        axes.invert_yaxis()
+        axes.set_xlabel("time / clean timing pass's (1 = no overhead); whisker: 95% interval")
+        axes.set_title("Each pass's overhead over the clean timing pass", loc="left")
+        return _png(figure)
 
 
 def top_functions(report: Report) -> bytes | None:

@@ -128,10 +128,12 @@ class Report:
 
     def latency(self) -> pd.DataFrame:
         """The model's benchmark: a row per statistic of one iteration's latency (seconds),
-        with FPS, iterations, warm-up iterations and achieved FLOP/s."""
+        with FPS, iterations, warm-up iterations, the lowest and highest median of the
+        timing's blocks, and achieved FLOP/s; `pass` tells repeated timing passes apart
+        (0: derived from all of them)."""
         rows = self.frame[self.frame["backend"].isin(["bench", "derived"])
                           & (self.frame["scope"] == "model")]
-        return rows[["name", "metric", "stat", "value", "unit"]].reset_index(drop=True)
+        return rows[["pass", "name", "metric", "stat", "value", "unit"]].reset_index(drop=True)
 
     def batches(self) -> pd.DataFrame:
         """The batch-size search: a row per batch size tried."""
@@ -202,14 +204,17 @@ class Report:
         return table.rename(columns={"parent": "function", "name": "line"})
 
     def passes(self) -> pd.DataFrame:
-        """A row per pass: its backends, how it ended, its time and its overhead."""
-        columns = ["pass", "backends", "status", "exit_code", "target_wall_time",
-                   "process_wall_time", "overhead", "error"]
+        """A row per pass: its backends, how it ended (`partial`: the target ended well but
+        a backend failed), the steps it saw, its time, and its overhead over the clean
+        timing pass with the interval, the verdict and what they rest on."""
+        columns = ["pass", "backends", "status", "exit_code", "steps", "target_wall_time",
+                   "process_wall_time", "overhead", "overhead_low", "overhead_high",
+                   "overhead_verdict", "overhead_basis", "error"]
         table = pd.DataFrame(self.meta.get("passes", []))
         if table.empty:
             return pd.DataFrame(columns=columns)
         table["backends"] = table["backends"].map(lambda names: "+".join(names) or "benchmark")
-        return table[columns]
+        return table.reindex(columns=columns)
 
     def _repr_html_(self) -> str:
         """The HTML report's content, so that a Report displays itself in Jupyter."""

@@ -102,11 +102,31 @@ def passes_table(report: Report) -> pd.DataFrame:
         "backends": passes["backends"],
         "status": passes["status"],
         "exit code": passes["exit_code"].astype(str),
+        "steps": passes["steps"].map(fmt_count),
         "target time": passes["target_wall_time"].map(fmt_seconds),
-        "overhead": passes["overhead"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}x"),
+        "overhead": [fmt_overhead(*values) for values in zip(
+            passes["overhead"], passes["overhead_low"], passes["overhead_high"],
+            passes["overhead_verdict"], strict=True)],
         "error": passes["error"],
     })
     return shown
+
+
+def fmt_overhead(point: Any, low: Any, high: Any, verdict: Any) -> str:
+    """`1.32x (1.25-1.40)`; an interval holding 1 is `within noise`, and one below 1 is
+    never shown as a speed-up."""
+    if verdict == "reference":
+        return "reference"
+    if point is None or pd.isna(point):
+        return ""
+    if low is None or pd.isna(low):
+        return f"{point:.2f}x (one sample each: untested)"
+    interval = f"{low:.2f}-{high:.2f}"
+    if verdict == "above noise":
+        return f"{point:.2f}x ({interval})"
+    if verdict == "within noise":
+        return f"within noise ({interval})"
+    return f"noise, not a speed-up ({point:.2f}x, {interval})"
 
 
 def fmt_giga(value: Any) -> str:
@@ -168,27 +188,35 @@ def fmt_bandwidth(value: Any) -> str:
     return "" if value is None or pd.isna(value) else f"{value / 1e9:.3g} GB/s"
 
 
+def _fmt_by_unit(value: Any, unit: str) -> str:
+    if unit == "s":
+        return fmt_seconds(value)
+    if unit == "FLOP/s":
+        return f"{value / 1e9:.3g} GFLOP/s"
+    if unit == "ratio":
+        return f"{value:.1%}"
+    if unit == "1/s":
+        return f"{value:,.1f} /s"
+    return fmt_count(value)
+
+
 def latency_table(report: Report) -> pd.DataFrame:
+    """A row per measure; a value column, or one per timing pass when it was repeated."""
     latency = report.latency()
     if latency.empty:
         return pd.DataFrame()
-    shown = []
-    for _, entry in latency.iterrows():
-        value, unit = entry["value"], entry["unit"]
-        if unit == "s":
-            text = fmt_seconds(value)
-        elif unit == "FLOP/s":
-            text = f"{value / 1e9:.3g} GFLOP/s"
-        elif unit == "ratio":
-            text = f"{value:.1%}"
-        elif unit == "1/s":
-            text = f"{value:,.1f} /s"
-        else:
-            text = fmt_count(value)
-        label = entry["metric"] if entry["stat"] in ("total", "value") else \
-            f"{entry['metric']} {entry['stat']}"
-        shown.append({"region": entry["name"], "measure": label, "value": text})
-    return pd.DataFrame(shown)
+    latency = latency.assign(
+        text=[_fmt_by_unit(v, u) for v, u in zip(latency["value"], latency["unit"],
+                                                    strict=True)],
+        measure=[m if s in ("total", "value") else f"{m} {s}"
+                 for m, s in zip(latency["metric"], latency["stat"], strict=True)])
+    timing = sorted(p for p in latency["pass"].unique() if p > 0)
+    latency["column"] = latency["pass"].map(
+        lambda p: "value" if len(timing) < 2 else ("all passes" if p == 0 else f"pass {p}"))
+    table = latency.pivot_table(index=["name", "measure"], columns="column", values="text",
+                                aggfunc="first", sort=False).fillna("")
+    table.columns.name = None
+    return table.reset_index().rename(columns={"name": "region"})
 
 
 def counters_table(report: Report) -> pd.DataFrame:
@@ -253,7 +281,11 @@ def problems(report: Report) -> list[str]:
     lines = [f"backend {name} skipped: {why}"
              for name, why in report.meta.get("skipped_backends", {}).items()]
     for summary in report.meta.get("passes", []):
-        if summary["status"] != "ok":
+        if summary["status"] == "partial":
+            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) partial: "
+                         "the target ended well, but a backend lost part of what it measured "
+                         "(below)")
+        elif summary["status"] != "ok":
             kept = "rows recovered from its journal" if summary.get("recovered") else \
                 "rows measured until then are kept"
             lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
@@ -263,7 +295,8 @@ def problems(report: Report) -> list[str]:
                     f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
                     for r in summary["ranks"]))
         lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
-                  f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
+                  f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
+                  else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
                   for f in summary.get("backend_failures", [])]
     model = report.meta.get("model", {})
     if model.get("unstable"):
@@ -275,6 +308,7 @@ def problems(report: Report) -> list[str]:
 
         lines += zero_counts(report.frame)
     lines += attribution_warnings(report)
+    lines += report.meta.get("doubts", [])
     if report.meta.get("passes_not_run"):
         lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
     return lines
@@ -301,8 +335,8 @@ def _fmt_measure(metric: str, value: Any) -> str:
         return ""
     if metric.startswith(("wall_time", "gpu_time", "latency", "self_time")):
         return fmt_seconds(value)
-    if metric == "flops":
-        return f"{value / 1e9:.4g} GFLOP"
+    if metric.startswith("flops"):
+        return f"{fmt_count(value)} FLOP"
     return fmt_bytes(value)
 
 
@@ -318,6 +352,7 @@ def compare_table(table: pd.DataFrame) -> pd.DataFrame:
         "95% interval": [f"{fmt_change(low)} .. {fmt_change(high)}" if not pd.isna(low) else ""
                          for low, high in zip(table["ci_low"], table["ci_high"], strict=True)],
         "verdict": table["verdict"],
+        "rests on": table["basis"].fillna(""),
     })
 
 

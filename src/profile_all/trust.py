@@ -1,0 +1,163 @@
+"""How far a run's numbers can be trusted: each pass's overhead over the clean timing
+pass with an interval, and the doubts about the run said in words.
+
+An overhead is the ratio of two measurements from two processes. On a shared machine one
+sample of each is noise as often as it is a profiler's cost (profilers were shown faster
+than the clean pass in 9 of 16 passes), so an overhead rests on per-step times where the
+target marks steps (every pass records them, whatever its backends), or on the timing
+pass's repeats (--repeat), and says which; one sample against one is shown untested. A
+profiler cannot make the target faster: an overhead whose interval lies below 1 is
+reported as noise or different work, never as a speed-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from profile_all import noise
+
+#: per-step times a pass needs for a per-step overhead
+MIN_STEPS = 3
+#: the clean pass is called noisy above this coefficient of variation of its steps, or
+#: this spread between its repeats
+NOISY = 0.10
+#: a pass faster than the clean one by less than this is within what a profiler can't
+#: shave off by chance (timer ticks, cache luck): not worth a doubt
+BELOW_ONE_TOLERANCE = 0.02
+#: child processes' CPU time worth a word, absolute and as a share of the target's time
+CHILD_CPU_SECONDS, CHILD_CPU_SHARE = 0.05, 0.02
+
+
+def _ok(summary: dict[str, Any]) -> bool:
+    return summary["status"] in ("ok", "partial")
+
+
+def add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
+    """Each pass's `overhead` over the timing passes, with `overhead_low`/`overhead_high`
+    (None when untested), `overhead_basis` and `overhead_verdict`. Not `comparable` for a
+    model, whose timing pass repeats the work while the others run it once."""
+    timing = [p for p in passes if p["timing"] and _ok(p)] if comparable else []
+    for summary in passes:
+        summary.update(overhead=None, overhead_low=None, overhead_high=None,
+                       overhead_basis="", overhead_verdict="")
+        if not timing or not _ok(summary):
+            continue
+        if summary["timing"]:
+            summary["overhead_verdict"] = "reference"
+            continue
+        _overhead(summary, timing)
+
+
+def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]]) -> None:
+    stepped = [np.asarray(p.get("step_times") or [], float) for p in timing]
+    own_steps = np.asarray(summary.get("step_times") or [], float)
+    if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
+        ratio = noise.median_ratio(stepped, [own_steps])
+        point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
+        basis = (f"per-step times against {len(timing)} timing pass"
+                 f"{'es' if len(timing) > 1 else ''}")
+    else:
+        times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
+        own = summary["target_wall_time"]
+        if not times or not own:
+            return
+        point = own / float(np.median(times))
+        if len(times) >= 2:
+            low, high = own / max(times), own / min(times)
+            basis = f"whole run against {len(times)} timing passes"
+        else:
+            low = high = None
+            basis = "one sample each: not tested (mark steps with pa.step(), or --repeat 3)"
+    summary.update(overhead=point, overhead_low=low, overhead_high=high, overhead_basis=basis)
+    if low is None:
+        summary["overhead_verdict"] = "untested"
+    elif high < 1 - BELOW_ONE_TOLERANCE:
+        summary["overhead_verdict"] = "below 1: noise or different work, not a speed-up"
+    elif low <= 1:
+        summary["overhead_verdict"] = "within noise"
+    else:
+        summary["overhead_verdict"] = "above noise"
+
+
+def doubts(passes: list[dict[str, Any]], results: list[dict[str, Any]],
+           in_process: list[str], comparable: bool) -> list[str]:
+    """What makes this run's numbers doubtful, a sentence each. `in_process`: the
+    backends that measure inside the target's process (blind to its children).
+    `comparable`: False for a model, whose passes do unlike work by design."""
+    found = _noisy_clean_pass(passes) + _different_work(passes) if comparable else []
+    for summary in passes:
+        if summary["overhead_verdict"].startswith("below 1"):
+            found.append(
+                f"pass {summary['pass']} ({'+'.join(summary['backends'])}) ran faster than "
+                f"the clean pass ({summary['overhead']:.2f}x, interval "
+                f"{summary['overhead_low']:.2f}-{summary['overhead_high']:.2f}): that is "
+                "noise or different work, not a speed-up")
+    return found + _model_timing(results) + _children(results, in_process)
+
+
+def _model_timing(results: list[dict[str, Any]]) -> list[str]:
+    """A model benchmark whose blocks, or whose repeated timing passes, disagree beyond
+    the median's interval: the machine drifted, and the interval understates it."""
+    timed = [(r["pass"], r["target_facts"]) for r in results
+             if (r.get("target_facts") or {}).get("median")]
+    found = [f"the latency's blocks disagree in pass {number}: block medians "
+             f"{facts['block_min'] * 1e3:.4g} to {facts['block_max'] * 1e3:.4g} ms while the "
+             f"median's 95% interval is {facts['ci95_low'] * 1e3:.4g} to "
+             f"{facts['ci95_high'] * 1e3:.4g} ms: the machine's speed drifted during the "
+             "timing; the blocks' range is the better measure of the uncertainty"
+             for number, facts in timed if facts.get("blocks_disagree")]
+    medians = [facts["median"] for _, facts in timed]
+    if len(medians) >= 2 and max(medians) / min(medians) - 1 > NOISY / 2:
+        found.append(f"the {len(medians)} timing passes disagree: median latency "
+                     f"{min(medians) * 1e3:.4g} to {max(medians) * 1e3:.4g} ms "
+                     f"({max(medians) / min(medians) - 1:.0%} apart)")
+    return found
+
+
+def _noisy_clean_pass(passes: list[dict[str, Any]]) -> list[str]:
+    timing = [p for p in passes if p["timing"] and _ok(p)]
+    found = []
+    for summary in timing:
+        steps = np.asarray(summary.get("step_times") or [], float)
+        if len(steps) >= MIN_STEPS and steps.mean() > 0:
+            variation = steps.std(ddof=1) / steps.mean()
+            if variation > NOISY:
+                found.append(f"the clean timing pass {summary['pass']} was noisy: its steps "
+                             f"vary by {variation:.0%} (coefficient of variation): overheads "
+                             "and comparisons are uncertain")
+    times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
+    if len(times) >= 2 and max(times) / min(times) - 1 > NOISY:
+        found.append(f"the timing pass's {len(times)} repeats disagree: the target took "
+                     f"{min(times):.3g} s to {max(times):.3g} s (run-to-run noise "
+                     f"{max(times) / min(times) - 1:.0%})")
+    return found
+
+
+def _different_work(passes: list[dict[str, Any]]) -> list[str]:
+    counted = [(p["pass"], p.get("steps")) for p in passes
+               if p.get("steps") is not None and p["status"] == "ok"]
+    if len({steps for _, steps in counted}) <= 1:
+        return []
+    listing = ", ".join(f"pass {number}: {steps}" for number, steps in counted)
+    return [f"passes did different work (steps per pass: {listing}): whole-run times and "
+            "totals do not compare; per-step figures still do"]
+
+
+def _children(results: list[dict[str, Any]], in_process: list[str]) -> list[str]:
+    """One sentence when the target's children did work the in-process backends missed."""
+    busiest = max(results, key=lambda r: (r.get("children") or {}).get("cpu_time") or 0.0,
+                  default=None)
+    if busiest is None:
+        return []
+    children = busiest.get("children") or {}
+    cpu = children.get("cpu_time") or 0.0
+    wall = (busiest.get("outcome") or {}).get("target_wall_time") or 0.0
+    if cpu < CHILD_CPU_SECONDS or cpu < CHILD_CPU_SHARE * wall:
+        return []
+    blind = f"{', '.join(in_process)} measure inside the target's process and" \
+        if in_process else "the backends"
+    return [f"the target's child processes (DataLoader workers, subprocesses, mp.spawn) used "
+            f"{cpu:.3g} s of CPU in pass {busiest['pass']} (largest peak RSS "
+            f"{children.get('peak_rss', 0) / 2**20:.0f} MiB): {blind} did not see that work"]

@@ -1,0 +1,192 @@
+"""Numbers marked doubtful with the reason: overheads with intervals, noisy or unlike
+passes, losses named (a profiler cut off, a tracer that saw nothing, children's work),
+region names that survive every backend, and the same imports before every pass."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+from profile_all import noise, trust
+from profile_all.backends import load
+from profile_all.plan import plan_passes
+
+
+def test_timing_repeats_are_spread_over_the_run():
+    backends = [load(name) for name in ("wallclock", "cprofile", "torch-profiler", "memory")]
+    order = [(p.label, p.repeat) for p in plan_passes(backends, repeat=3)]
+    assert order == [("wallclock", 1), ("cprofile", 0), ("torch-profiler", 0),
+                     ("wallclock", 2), ("memory", 0), ("wallclock", 3)]
+    assert [p.index for p in plan_passes(backends, repeat=3)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_blocks_not_calls_carry_the_noise():
+    """Thousands of calls of two runs that differ only by a drift of the machine: a
+    bootstrap over calls calls it a change, one over blocks of calls does not."""
+    rng = np.random.default_rng(3)
+    drift = np.repeat(rng.normal(0, 0.03, 5), 400)  # the machine's speed, block by block
+    a = 1e-3 * (1 + drift + rng.normal(0, 0.01, 2000))
+    b = 1e-3 * (1 + np.roll(drift, 800) * 1.2 + rng.normal(0, 0.01, 2000))
+    assert noise.median_ratio([a], [b]).verdict == "no change"
+    calls = noise.median_ratio([a[:14]], [b[:14]])  # too few calls for blocks
+    assert not calls.blocked and "calls" in calls.basis
+    slower = noise.median_ratio([a, a * 1.01], [b * 1.25, b * 1.24])
+    assert slower.verdict == "slower" and slower.basis == "2+2 runs, blocks"
+    assert slower.low > 0.1
+
+
+def _summary(number, steps, timing=False, wall=1.0):
+    return {"pass": number, "backends": ["wallclock" if timing else "cprofile"],
+            "timing": timing, "status": "ok", "target_wall_time": wall,
+            "step_times": list(steps), "steps": len(steps) + 1}
+
+
+def test_an_overhead_below_one_is_never_a_speed_up():
+    rng = np.random.default_rng(0)
+    passes = [_summary(1, 0.010 + rng.normal(0, 1e-4, 50), timing=True),
+              _summary(2, 0.008 + rng.normal(0, 1e-4, 50)),
+              _summary(3, 0.010 + rng.normal(0, 1e-3, 50)),
+              _summary(4, 0.015 + rng.normal(0, 1e-4, 50))]
+    trust.add_overheads(passes, comparable=True)
+    verdicts = [p["overhead_verdict"] for p in passes]
+    assert verdicts[0] == "reference"
+    assert verdicts[1].startswith("below 1: noise or different work")
+    assert verdicts[2] == "within noise"
+    assert verdicts[3] == "above noise" and passes[3]["overhead_low"] > 1.4
+    said = trust.doubts(passes, [], [], comparable=True)
+    assert any("ran faster than the clean pass" in line and "not a speed-up" in line
+               for line in said)
+    one_each = [_summary(1, [], timing=True, wall=2.0), _summary(2, [], wall=1.8)]
+    trust.add_overheads(one_each, comparable=True)
+    assert one_each[1]["overhead_verdict"] == "untested"
+    assert one_each[1]["overhead_low"] is None
+
+
+def test_profiled_passes_get_per_step_overheads_and_the_same_imports(tmp_path):
+    report = pa.run(TARGETS / "speed.py", ["0.002"], backends=["wallclock", "cprofile"],
+                    out=tmp_path / "run")
+    passes = report.passes()
+    assert list(passes["steps"]) == [30, 30]
+    profiled = passes.iloc[1]
+    assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
+    assert profiled["overhead_basis"] == "per-step times against 1 timing pass"
+    assert profiled["overhead_verdict"] in ("within noise", "above noise")
+    assert "Overhead is each pass's time over the clean timing pass's" in (
+        tmp_path / "run" / "summary.md").read_text()
+
+
+def test_every_pass_imports_the_same_whatever_the_backends(tmp_path):
+    """`-b cprofile` alone used to count `import torch` in the target's time (1.53 s
+    against 75 ms for the same pass in a default run)."""
+    alone = profile_all("run", TARGETS / "preimported.py", "-b", "cprofile",
+                        "-o", tmp_path / "alone")
+    assert alone.returncode == 0, alone.stderr
+    assert "torch before the target: True" in alone.stdout
+    both = pa.run(TARGETS / "preimported.py", backends=["wallclock", "torch-profiler"],
+                  out=tmp_path / "both")
+    assert pa.load(tmp_path / "alone").meta["preimported"] == both.meta["preimported"] \
+        == ["torch", "torch._dynamo"]
+
+
+def test_passes_that_did_different_work_are_named(tmp_path):
+    report = pa.run(TARGETS / "uneven_steps.py", [str(tmp_path / "count")],
+                    backends=["wallclock", "cprofile"], out=tmp_path / "run")
+    assert list(report.passes()["steps"]) == [10, 15]
+    said = [line for line in report.meta["doubts"] if "different work" in line]
+    assert said == ["passes did different work (steps per pass: pass 1: 10, pass 2: 15): "
+                    "whole-run times and totals do not compare; per-step figures still do"]
+    assert said[0] in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_a_noisy_clean_pass_is_said_to_be(tmp_path):
+    report = pa.run(TARGETS / "uneven_steps.py", [str(tmp_path / "count"), "noisy"],
+                    backends=["wallclock"], out=tmp_path / "run")
+    assert any(line.startswith("the clean timing pass 1 was noisy: its steps vary by")
+               for line in report.meta["doubts"])
+
+
+def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
+    result = profile_all("run", TARGETS / "spawns_children.py", "-b", "wallclock",
+                         "-b", "cprofile", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    report = pa.load(tmp_path / "run")
+    said = [line for line in report.meta["doubts"] if "child processes" in line]
+    assert len(said) == 1 and "cprofile" in said[0] and "did not see that work" in said[0]
+    cpu = float(said[0].split("used ")[1].split(" s of CPU")[0])
+    assert cpu >= 0.3  # the child burned about 0.4 s of CPU
+    assert "child processes" in result.stderr
+
+
+def test_a_target_that_starts_its_own_cprofile_is_named_with_what_was_lost(tmp_path):
+    result = profile_all("run", TARGETS / "own_cprofile.py", "-b", "wallclock",
+                         "-b", "cprofile", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr  # the target's own exit code
+    assert result.stdout.count("own profile saw calls: True") == 2
+    report = pa.load(tmp_path / "run")
+    assert report.meta["status"] == "partial"
+    assert list(report.passes()["status"]) == ["ok", "partial"]
+    lost = report.meta["passes"][1]["backend_failures"]
+    assert lost[0]["phase"] == "lost"
+    assert f"{TARGETS / 'own_cprofile.py'}:15" in lost[0]["error"]
+    assert "of the run is missing from cprofile.prof" in lost[0]["error"]
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "Status: **partial**" in summary and "own_cprofile.py:15" in summary
+    assert "partial" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_tracer_that_recorded_nothing_is_not_ok(tmp_path):
+    report = pa.run(TARGETS / "no_torch.py", backends=["torch-profiler"],
+                    out=tmp_path / "run")
+    assert report.exit_code == 0
+    assert report.meta["status"] == "partial"
+    failure = report.meta["passes"][0]["backend_failures"][0]
+    assert failure["backend"] == "torch-profiler"
+    assert failure["error"].startswith("recorded nothing beyond the run's totals")
+
+
+HOSTILE = ['a"b', "c\nd", "uni\u00e9", "back\\slash", "50%"]
+
+
+def test_region_names_survive_every_backend(tmp_path):
+    """torch wrote a `"` raw (invalid JSON), dropped newlines and wrote "unknown" for
+    non-ASCII: every backend's rows must name these regions as the script did."""
+    report = pa.run(TARGETS / "speed.py", ["0.001", *HOSTILE],
+                    backends=["wallclock", "torch-profiler", "flop-counter", "memory"],
+                    out=tmp_path / "run")
+    assert report.meta["status"] == "complete", report.meta["passes"]
+    regions = report.frame[(report.frame["scope"] == "region")
+                           & (report.frame["metric"] == "calls")]
+    for backend in ("wallclock", "torch-profiler", "flop-counter"):
+        named = set(regions[regions["backend"] == backend]["name"])
+        assert set(HOSTILE) <= named, (backend, named)
+    memory = report.frame[(report.frame["backend"] == "memory")
+                          & (report.frame["scope"] == "region")]
+    assert set(HOSTILE) <= set(memory["name"])
+    json.loads(json.dumps(report.meta))  # and the metadata stays valid JSON
+
+
+def test_model_latency_has_blocks_and_repeats_side_by_side(tmp_path):
+    report = pa.profile_model(_linear_spec(tmp_path), input_shapes=[(4, 32)], backends=[],
+                              iters=60, warmup=3, repeat=2, out=tmp_path / "run")
+    latency = report.latency()
+    blocks = latency[latency["stat"].isin(["block_min", "block_max"])]
+    assert sorted(set(blocks["pass"])) == [1, 2] and len(blocks) == 4
+    for number, rows in blocks.groupby("pass"):
+        low, high = sorted(rows["value"])
+        median = latency[(latency["pass"] == number) & (latency["stat"] == "median")
+                         & (latency["metric"] == "latency")]["value"].item()
+        assert low <= median <= high
+    timing = report.meta["model"]["timing_passes"]
+    assert [t["pass"] for t in timing] == [1, 2] and all(t["blocks"] == 5 for t in timing)
+    from profile_all.report.tables import latency_table
+
+    assert {"pass 1", "pass 2"} <= set(latency_table(report).columns)
+
+
+def _linear_spec(tmp_path):
+    factory = tmp_path / "linear_model.py"
+    factory.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(32, 8)\n")
+    return f"{factory}:make"
