@@ -24,7 +24,7 @@ import json
 import os
 import re
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.errors import ProfileAllError

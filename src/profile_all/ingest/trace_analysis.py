@@ -11,12 +11,13 @@ or memset carries the `correlation` of the runtime call that launched it
 (`cudaLaunchKernel`, `cudaMemcpyAsync`, ...; an `ac2g` flow event ties the two where the
 id is missing), and that call lies inside the innermost operator of its own thread that
 encloses its start (when the launch names the id of one of those enclosing operators, as
-2021 Kineto traces do, that one). That operator's `self_gpu_time` is the device time it launched; its
-`gpu_time` adds its descendants'. Device time that reaches no operator (launched outside
-every operator, or by a call missing from the trace) is the `(unattributed)` operator's,
-never dropped, and the share attributed is a row of its own. The kernels' `External id`
-is not used: in most traces it holds the launch's correlation, numbered apart from the
-operators' ids, so a join on it gives every operator 0 or someone else's time.
+2021 Kineto traces do, that one). That operator's `self_gpu_time` is the device time it
+launched; its `gpu_time` adds its descendants'. Device time that reaches no operator
+(launched outside every operator, or by a call missing from the trace) is the
+`(unattributed)` operator's, never dropped, and the share attributed is a row of its own.
+The kernels' `External id` is not used: in most traces it holds the launch's correlation,
+numbered apart from the operators' ids, so a join on it gives every operator 0 or someone
+else's time.
 
 Regions (record_function ranges, `pa.region`) and steps (`ProfilerStep#N`) get the device
 time of everything launched while they were open on their own thread; the ranges of a
