@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench gpu-check clean
 
 $(BIN)/profile-all: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ bench: install
 	$(BIN)/python scripts/bench/timing_distortion.py
 	$(BIN)/python scripts/bench/trace_ingest.py
 	$(BIN)/python scripts/bench/latency_agreement.py
+	$(BIN)/python scripts/bench/compare_noise.py
+
+# every GPU path end to end with a verdict table; on a machine without CUDA: what it skipped
+gpu-check: install
+	$(BIN)/python scripts/gpu_check/check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

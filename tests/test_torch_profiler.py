@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all, value_of
+from conftest import TARGETS, measured_frame, profile_all, value_of
 from profile_all.ingest import chrome_trace
 
 
@@ -120,3 +120,37 @@ def test_live_trace_operators_match_torchs_own_key_averages(tmp_path):
                                                   abs=1e-6), event.key
         compared += 1
     assert compared >= 20
+
+
+@pytest.mark.gpu
+def test_live_cuda_trace_device_time_per_operator_matches_torchs_own(tmp_path):
+    """On a GPU: each operator's own device time from our kernel -> launch -> operator join
+    against torch's own attribution of the same session (self_device_time_total), and at
+    least 95% of the device time attributed."""
+    import torch
+
+    from profile_all.ingest.trace_analysis import trace_rows
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.LazyLinear(10)).cuda()
+    inputs = torch.randn(16, 3, 32, 32, device="cuda")
+    model(inputs)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profile:
+        for _ in range(5):
+            model(inputs).sum().backward()
+        torch.cuda.synchronize()
+    path = tmp_path / "cuda.json"
+    profile.export_chrome_trace(str(path))
+    rows = measured_frame(trace_rows(chrome_trace.load(path)))
+    share = value_of(rows, scope="run", name="trace", metric="attributed_share", stat="value")
+    assert share >= 0.95
+    own = rows[(rows["scope"] == "operator") & (rows["metric"] == "self_gpu_time")]
+    own = own.set_index("name")["value"]
+    compared = 0
+    for event in profile.key_averages():
+        expected = event.self_device_time_total * 1e-6
+        if expected > 1e-5 and event.key in own.index:
+            assert own[event.key] == pytest.approx(expected, rel=0.01), event.key
+            compared += 1
+    assert compared >= 3

@@ -23,19 +23,25 @@ def test_timing_repeats_are_spread_over_the_run():
     assert [p.index for p in plan_passes(backends, repeat=3)] == [1, 2, 3, 4, 5, 6]
 
 
-def test_blocks_not_calls_carry_the_noise():
-    """Thousands of calls of two runs that differ only by a drift of the machine: a
-    bootstrap over calls calls it a change, one over blocks of calls does not."""
+def test_runs_not_calls_carry_the_noise():
+    """Each process has a speed of its own: two sets of runs of the same work differ by
+    more than their calls' spread says. Intervals rest on runs, and say when they cannot."""
     rng = np.random.default_rng(3)
-    drift = np.repeat(rng.normal(0, 0.03, 5), 400)  # the machine's speed, block by block
-    a = 1e-3 * (1 + drift + rng.normal(0, 0.01, 2000))
-    b = 1e-3 * (1 + np.roll(drift, 800) * 1.2 + rng.normal(0, 0.01, 2000))
-    assert noise.median_ratio([a], [b]).verdict == "no change"
-    calls = noise.median_ratio([a[:14]], [b[:14]])  # too few calls for blocks
-    assert not calls.blocked and "calls" in calls.basis
-    slower = noise.median_ratio([a, a * 1.01], [b * 1.25, b * 1.24])
-    assert slower.verdict == "slower" and slower.basis == "2+2 runs, blocks"
-    assert slower.low > 0.1
+
+    def runs(centre, count, calls=400):
+        return [centre * np.exp(rng.normal(0, 0.1)) * (1 + rng.normal(0, 0.01, calls))
+                for _ in range(count)]
+
+    same = [noise.median_ratio(runs(1e-3, 3), runs(1e-3, 3)) for _ in range(40)]
+    assert sum(r.verdict == "no change" for r in same) >= 36  # 95% intervals
+    assert all(r.tested and r.basis == "3+3 runs" for r in same)
+    slower = noise.median_ratio(runs(1e-3, 10), runs(1.5e-3, 10))
+    assert slower.verdict == "slower" and slower.low > 0.2
+    one_each = noise.median_ratio(runs(1e-3, 1), runs(1e-3, 1))
+    assert not one_each.tested
+    assert one_each.basis == "1+1 run, blocks (drift between runs not measured)"
+    few = noise.median_ratio([np.ones(14)], [np.ones(14)])
+    assert not few.blocked and "calls" in few.basis
 
 
 def _summary(number, steps, timing=False, wall=1.0):

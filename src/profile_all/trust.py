@@ -57,7 +57,9 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]]) -> None:
         ratio = noise.median_ratio(stepped, [own_steps])
         point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
         basis = (f"per-step times against {len(timing)} timing pass"
-                 f"{'es' if len(timing) > 1 else ''}")
+                 f"{'es' if len(timing) > 1 else ''}"
+                 + ("" if ratio.tested else
+                    " (the drift between runs is not in the interval: --repeat 3)"))
     else:
         times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
         own = summary["target_wall_time"]

@@ -1,14 +1,14 @@
 """What changed between two runs, and whether it is beyond the noise between runs.
 
 Regions, steps and a model's iterations are compared on the per-call samples of each run's
-clean timing passes (`Report.samples`): the change is the ratio of medians minus one, and
-its interval comes from noise.median_ratio, which resamples timing passes (--repeat) and
-blocks of calls within them, so that it holds the drift between runs, not only the spread
-of calls inside one (which called 6 of 6 regions of two identical runs changed). A change
-whose interval excludes zero is `slower` or `faster`; one whose interval holds it is `no
-change`. Each row says what its verdict rests on (`basis`: runs and blocks); with one
-timing pass a side the drift between runs is not measured, and `slower_than` (the CI
-gate) refuses to judge. Fewer than MIN_CALLS calls on either side cannot be tested.
+clean timing passes (`Report.samples`): each timing pass (--repeat) is a run, and
+noise.median_ratio gives the change and an interval that holds the noise between runs,
+not only the spread of calls inside one (which called 6 of 6 regions of two identical
+runs changed). A change whose interval excludes zero is `slower` or `faster`; one whose
+interval holds it is `no change`; with one timing pass a side the drift between runs is
+unknown, and the verdict says `untested` (the interval over blocks is still shown). Each
+row says what it rests on (`basis`), and `slower_than` (the CI gate) refuses to judge
+runs of one timing pass. Fewer than MIN_CALLS calls on either side cannot be tested.
 
 Functions (cProfile) and operators (torch.profiler) keep totals, not calls, so their change
 is shown without a test (`no per-call samples`). FLOP counts are exact: any difference is
@@ -29,6 +29,7 @@ MIN_CALLS = 3
 TOP = 10
 #: timing passes a side that a CI gate needs: one a side cannot tell a change from drift
 GATE_RUNS = 2
+UNTESTED = "untested: one run a side (profile with --repeat 3 or more)"
 COLUMNS = ["kind", "name", "parent", "backend", "metric", "a", "b", "change", "ci_low",
            "ci_high", "calls_a", "calls_b", "runs_a", "runs_b", "basis", "verdict"]
 
@@ -51,10 +52,15 @@ def _runs(report: Any) -> dict[tuple, list[np.ndarray]]:
 
 
 def _timed(a: Any, b: Any, confidence: float, resamples: int, seed: int) -> list[dict]:
+    """A row per region, step or model common to both runs. The intervals hold together:
+    each is at 1 - (1 - confidence) / m for m measures (Bonferroni), since a gate fails
+    when any one of them is slower."""
     rng = np.random.default_rng(seed)
     runs_a, runs_b = _runs(a), _runs(b)
+    common = [k for k in runs_a if k in runs_b]
+    each = 1 - (1 - confidence) / max(1, len(common))
     found = []
-    for key in [k for k in runs_a if k in runs_b]:
+    for key in common:
         scope, backend, metric, name, parent = key
         all_a, all_b = np.concatenate(runs_a[key]), np.concatenate(runs_b[key])
         median_a, median_b = float(np.median(all_a)), float(np.median(all_b))
@@ -69,11 +75,11 @@ def _timed(a: Any, b: Any, confidence: float, resamples: int, seed: int) -> list
         elif median_a <= 0:
             entry["verdict"] = "not tested (zero time)"
         else:
-            ratio = noise.median_ratio(runs_a[key], runs_b[key], confidence=confidence,
+            ratio = noise.median_ratio(runs_a[key], runs_b[key], confidence=each,
                                        resamples=resamples, rng=rng)
             entry.update(a=ratio.centre_a, b=ratio.centre_b, change=ratio.change,
                          ci_low=ratio.low, ci_high=ratio.high, basis=ratio.basis,
-                         verdict=ratio.verdict)
+                         verdict=ratio.verdict if ratio.tested else UNTESTED)
         found.append(entry)
     return found
 
