@@ -64,7 +64,7 @@ def test_output_folder_that_is_not_empty_is_left_alone(tmp_path):
 
 def test_negative_timeout(tmp_path):
     result = profile_all("run", TARGETS / "contract.py", "--timeout", "-1", cwd=tmp_path)
-    _refused(result, "--timeout must be positive")
+    _refused(result, "timeout must be a positive, finite number of seconds, got -1.0")
     _nothing_written(tmp_path)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from profile_all import validate
 from profile_all.errors import ProfileAllError, UsageError
 from profile_all.launch import Launch
 from profile_all.regions import region, step
@@ -59,11 +60,20 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     from profile_all import orchestrator
     from profile_all.targets import ScriptTarget
 
+    script = validate.path("script", script)
+    args = validate.strings("args", args)
+    out = validate.path("out", out, optional=True)
+    validate.flag("isolate", isolate)
+    if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int | str):
+        raise validate.ArgumentTypeError(f"nproc_per_node must be a number or 'auto', 'cpu', "
+                                         f"'gpu', not {type(nproc_per_node).__name__}")
+    if launch is not None and not isinstance(launch, Launch):
+        raise validate.ArgumentTypeError(f"launch must be a profile_all.Launch, not "
+                                         f"{type(launch).__name__}")
     if launch is not None and str(nproc_per_node) != "1":
         raise UsageError("give nproc_per_node or launch, not both")
     launch = launch or Launch(nproc_per_node=str(nproc_per_node))
-    return orchestrator.run(ScriptTarget(str(script), [str(a) for a in args]),
-                            backend_names=backends, out=Path(out) if out else None,
+    return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
                             repeat=repeat)
 
@@ -71,9 +81,11 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
           force: bool = False) -> Any:
     """One Report from the run directories of several nodes (`profile-all merge`)."""
-    from profile_all.merge import merge as merge_runs
+    from profile_all.merging import merge as merge_runs
 
-    return merge_runs([Path(d) for d in run_dirs], Path(out) if out else None, force=force)
+    return merge_runs(validate.paths("run_dirs", run_dirs),
+                      validate.path("out", out, optional=True),
+                      force=validate.flag("force", force))
 
 
 def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
@@ -98,20 +110,29 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     from profile_all import orchestrator
     from profile_all.targets import ModelTarget
 
-    shapes = [tuple(shape) for shape in input_shapes or []]
+    live = not isinstance(model, str)
+    if live and not callable(getattr(model, "forward", None)):
+        raise validate.ArgumentTypeError(f"model must be an nn.Module or a SPEC string "
+                                         f"('package.module:factory'), not "
+                                         f"{type(model).__name__}")
     if example_inputs is not None:
+        if isinstance(example_inputs, str | bytes) or not isinstance(example_inputs, Sequence) \
+                or not example_inputs or not all(hasattr(t, "shape") for t in example_inputs):
+            raise validate.ArgumentTypeError("example_inputs must be a non-empty list of "
+                                             "tensors")
         shapes = [tuple(tensor.shape) for tensor in example_inputs]
         dtype = dtype or str(example_inputs[0].dtype).removeprefix("torch.")
-    if not shapes:
-        raise UsageError("profile_model needs example_inputs or input_shapes")
-    if isinstance(batch_size, int):
-        shapes = [(batch_size, *shape[1:]) for shape in shapes]
-    live = not isinstance(model, str)
+    elif input_shapes is not None:
+        shapes = validate.shapes(input_shapes)
+    else:
+        raise validate.ArgumentTypeError("profile_model needs example_inputs or input_shapes")
+    out = validate.path("out", out, optional=True)
+    if batch_size is not None and batch_size != "auto":
+        shapes = [(validate.whole("batch_size", batch_size, 1), *shape[1:]) for shape in shapes]
     target = ModelTarget(
         spec=model if not live else f"<live>:{type(model).__name__}", input_shapes=shapes,
         dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,
         budget_seconds=budget_seconds, batch_search=batch_size == "auto",
         max_memory=max_memory, live_model=model if live else None)
-    return orchestrator.run(target, backend_names=backends, out=Path(out) if out else None,
-                            timeout=timeout, isolate=not live, peak_flops=peak_flops,
-                            repeat=repeat)
+    return orchestrator.run(target, backend_names=backends, out=out, timeout=timeout,
+                            isolate=not live, peak_flops=peak_flops, repeat=repeat)

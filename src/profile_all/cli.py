@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from profile_all import backends as backend_registry
 from profile_all.errors import UsageError
@@ -159,7 +160,7 @@ def merge(
         help="merge directories that are not from the same run")] = False,
 ) -> None:
     """Merge the run directories of several nodes into one report, a rank column per row."""
-    from profile_all.merge import merge as merge_runs
+    from profile_all.merging import merge as merge_runs
     from profile_all.report import terminal
 
     terminal.render(merge_runs(run_dirs, out, force=force, command=sys.argv), err_console)
@@ -326,5 +327,15 @@ def view(
     serve_snakeviz(run_dir, port, browser)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """The command; a usage error (a missing argument, an unknown option or choice, a value
+    out of range) is one line on stderr and exit code 2, as every other bad input."""
+    try:
+        code = app(argv, standalone_mode=False, prog_name="profile-all")
+    except TyperException as error:
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else "profile-all"
+        print(f"{command}: error: {error.format_message()} (see {command} --help)",
+              file=sys.stderr)
+        sys.exit(getattr(error, "exit_code", UsageError.exit_code))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profile_all import validate
 from profile_all.errors import UsageError
 
 
@@ -94,6 +95,23 @@ class ModelTarget:
     facts: dict[str, Any] = field(default_factory=dict)
     #: per-iteration latencies of the last benchmark, as backends' Collected.samples
     samples: list[Any] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        """Refuse bad settings when the target is made, from the CLI or the API alike."""
+        from profile_all import models
+
+        self.input_shapes = validate.shapes(self.input_shapes)
+        validate.choice("--dtype", self.dtype, models.DTYPES)
+        if not isinstance(self.device, str) or not (
+                self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise validate.ArgumentValueError(
+                f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        validate.flag("train", self.train)
+        validate.whole("warmup", self.warmup, 0)
+        if self.iters is not None:
+            validate.whole("iters", self.iters, 1)
+        validate.positive("budget_seconds", self.budget_seconds)
+        validate.positive("max_memory", self.max_memory)
 
     @property
     def label(self) -> str:

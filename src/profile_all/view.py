@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.report.store import load
 
@@ -30,6 +31,9 @@ def snakeviz_command(profile: Path, port: int, open_browser: bool) -> list[str]:
 
 def serve_snakeviz(run_dir: Path, port: int, open_browser: bool) -> None:
     """Become SnakeViz (exec): Ctrl-C and kill reach the server itself, no orphan is left."""
+    validate.whole("port", port, 1)
+    if port > 65535:
+        raise validate.ArgumentValueError(f"port must be 1 to 65535, got {port}")
     command = snakeviz_command(profile_file(run_dir), port, open_browser)
     sys.stdout.flush()
     sys.stderr.flush()

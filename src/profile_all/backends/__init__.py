@@ -6,12 +6,13 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import Any
 
+from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
-from profile_all.errors import UsageError
 
-__all__ = ["Artifact", "Backend", "Collected", "PassContext", "Selection", "known_names",
-           "load", "preimports", "select"]
+__all__ = ["Artifact", "Backend", "Collected", "PassContext", "Selection", "check_options",
+           "known_names", "load", "preimports", "select"]
 
 BUILTIN = {
     "wallclock": "profile_all.backends.wallclock:WallClock",
@@ -50,7 +51,8 @@ def known_names() -> list[str]:
 def load(name: str) -> type[Backend]:
     specs = _specs()
     if name not in specs:
-        raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(sorted(specs))}")
+        raise validate.ArgumentValueError(
+            f"unknown backend {name!r}; known backends: {', '.join(sorted(specs))}")
     module_name, _, class_name = specs[name].partition(":")
     return getattr(importlib.import_module(module_name), class_name)
 
@@ -82,3 +84,13 @@ def preimports(selected: list[type[Backend]]) -> list[str]:
     `-b cprofile` alone it once did: 1.53 s against 75 ms)."""
     classes = [load(name) for name in BUILTIN] + list(selected)
     return sorted({module for cls in classes if cls.available()[0] for module in cls.imports})
+
+
+def check_options(given: Any) -> dict[str, dict[str, Any]]:
+    """The per-backend options, each backend known, each option known, of its type and in
+    range (a TypeError or ValueError naming it otherwise), before any pass runs."""
+    known = {name: load(name).option_types for name in known_names()}
+    checked = validate.options(given, known)
+    for name, settings in checked.items():
+        load(name).check_options(settings)
+    return checked

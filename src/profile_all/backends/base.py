@@ -89,6 +89,8 @@ class Backend:
     #: it measures the target's child processes too (a sampler or launcher outside the
     #: target's process); backends inside the process are blind to them, and say so
     sees_children: ClassVar[bool] = False
+    #: its options and their types (the API refuses others): {"interval": float}
+    option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
@@ -105,6 +107,11 @@ class Backend:
             if importlib.util.find_spec(module) is None:
                 return False, f"{distribution} is not installed (pip install {distribution})"
         return True, ""
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Refuse option values of the right type but out of range (validate's
+        ArgumentValueError), before any pass runs."""
 
     def start(self, ctx: PassContext) -> None:
         """Begin measuring; called just before the target runs."""

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import Any, ClassVar
 
+from profile_all import validate
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.report.schema import row
 from profile_all.stats import summarize
@@ -39,6 +40,11 @@ class CudaEvents(Backend):
     measures = "device time of the run, of each region and step (CUDA events, no sync per region)"
     imports = ("torch",)
     requires = (("torch", "torch"),)
+    option_types: ClassVar[dict[str, Any]] = {"warmup_steps": int}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        validate.whole("--warmup-steps", options.get("warmup_steps", 0), 0)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

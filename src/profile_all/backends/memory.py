@@ -27,8 +27,9 @@ import sys
 import time
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.report.schema import row
 
@@ -85,6 +86,18 @@ class Memory(Backend):
                 "sampled from outside); CUDA peaks per region; line-by-line on request")
     native_file = "mprofile.dat (mprof plot)"
     requires = (("memory_profiler", "memory_profiler"), ("psutil", "psutil"))
+    option_types: ClassVar[dict[str, Any]] = {"interval": (int, float), "lines": (list, tuple)}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        validate.seconds("--memory-interval", options.get("interval", DEFAULT_INTERVAL))
+        lines = validate.strings("--memory-lines", options.get("lines", []))
+        for spec in lines:
+            module, _, function = spec.partition(":")
+            if not module or not function:
+                raise validate.ArgumentValueError(
+                    f"--memory-lines wants MODULE:FUNCTION (the script's own module is its "
+                    f"file's stem), got {spec!r}")
 
     def start(self, ctx: PassContext) -> None:
         self._ctx = ctx

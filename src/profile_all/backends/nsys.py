@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.errors import ProfileAllError
@@ -45,6 +45,7 @@ class Nsys(Backend):
     name = "nsys"
     kind = "wrapper"
     sees_children = True
+    option_types: ClassVar[dict[str, Any]] = {"module_ranges": bool}
     measures = "NVTX ranges with the GPU time of the kernels launched in them, kernels"
     native_file = "nsys.nsys-rep (Nsight Systems: nsys-ui), nsys.sqlite"
 

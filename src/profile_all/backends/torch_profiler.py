@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
+from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.errors import ProfileAllError
 
@@ -55,6 +56,21 @@ class TorchProfiler(Backend):
     # the torch-profiler pass would look faster than the clean timing pass
     imports = ("torch", "torch._dynamo")
     requires = (("torch", "torch"),)
+    option_types: ClassVar[dict[str, Any]] = {**dict.fromkeys(OPTION_NAMES, bool),
+                                              "schedule": dict}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """A schedule is {"wait": W, "warmup": U, "active": A}, W and U >= 0, A >= 1."""
+        steps = options.get("schedule")
+        if steps is None:
+            return
+        if set(steps) != {"wait", "warmup", "active"}:
+            raise validate.ArgumentValueError(
+                f"the torch-profiler schedule wants wait, warmup and active, got "
+                f"{sorted(steps)}")
+        for key, least in (("wait", 0), ("warmup", 0), ("active", 1)):
+            validate.whole(f"the schedule's {key}", steps[key], least)
 
     def start(self, ctx: PassContext) -> None:
         import torch

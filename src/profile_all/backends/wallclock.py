@@ -26,7 +26,7 @@ import os
 from array import array
 from pathlib import Path
 from time import perf_counter, process_time
-from typing import Any
+from typing import Any, ClassVar
 
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.report.schema import row
@@ -46,6 +46,7 @@ class WallClock(Backend):
     name = "wallclock"
     kind = "timer"
     measures = "wall and CPU time of the run, of each region and each step"
+    option_types: ClassVar[dict[str, Any]] = {"cpu_time": bool}
 
     def start(self, ctx: PassContext) -> None:
         self._samples: Samples = {}

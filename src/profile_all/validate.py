@@ -1,0 +1,166 @@
+"""The API's arguments checked before anything runs: a wrong type is a TypeError and a wrong
+value a ValueError (both also a UsageError, so the CLI prints one line and exits 2), each
+naming the parameter. Nothing is guessed: a string where a list of strings is wanted is
+refused, not split into characters."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from profile_all.errors import UsageError
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """A parameter of the wrong type."""
+
+
+class ArgumentValueError(UsageError, ValueError):
+    """A parameter of the right type and a wrong value."""
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def strings(name: str, value: Any) -> list[str]:
+    """A list, tuple or other sequence of strings; never a lone string."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"{name} must be a list of strings, not {_kind(value)}"
+                                + (f" ({value!r}: wrap it in a list)"
+                                   if isinstance(value, str) else ""))
+    bad = [item for item in value if not isinstance(item, str)]
+    if bad:
+        raise ArgumentTypeError(f"{name} must hold strings only, not {_kind(bad[0])} "
+                                f"({bad[0]!r})")
+    return list(value)
+
+
+def backend_names(value: Any) -> list[str] | None:
+    """None (the default set) or a list of distinct backend names."""
+    if value is None:
+        return None
+    names = strings("backends", value)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ArgumentValueError(f"backend {repeated[0]!r} is given twice")
+    return names
+
+
+def seconds(name: str, value: Any) -> float | None:
+    """None or a finite number of seconds above zero."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArgumentTypeError(f"{name} must be a number of seconds, not {_kind(value)} "
+                                f"({value!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise ArgumentValueError(f"{name} must be a positive, finite number of seconds, "
+                                 f"got {value!r}")
+    return float(value)
+
+
+def whole(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{name} must be a whole number, not {_kind(value)} "
+                                f"({value!r})")
+    if value < minimum:
+        raise ArgumentValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def options(value: Any, known: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{backend: {option: value}}, every backend and option known (`known`: each backend's
+    option types), every value of its option's type."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(f"options must be a dict of backend -> options, not "
+                                f"{_kind(value)}")
+    checked = {}
+    for backend, given in value.items():
+        if backend not in known:
+            raise ArgumentValueError(f"options for an unknown backend {backend!r}; known: "
+                                     f"{', '.join(sorted(known))}")
+        if not isinstance(given, Mapping):
+            raise ArgumentTypeError(f"options[{backend!r}] must be a dict, not {_kind(given)}")
+        types = known[backend]
+        for option, setting in given.items():
+            if option not in types:
+                raise ArgumentValueError(
+                    f"unknown option {option!r} of backend {backend!r}; its options: "
+                    f"{', '.join(sorted(types)) or 'none'}")
+            wanted = types[option]
+            if isinstance(setting, bool) and wanted is not bool:
+                wrong = True
+            else:
+                wrong = not isinstance(setting, wanted)
+            if wrong:
+                names = " or ".join(t.__name__ for t in (
+                    wanted if isinstance(wanted, tuple) else (wanted,)))
+                raise ArgumentTypeError(f"option {option!r} of backend {backend!r} must be "
+                                        f"{names}, not {_kind(setting)} ({setting!r})")
+        checked[backend] = dict(given)
+    return checked
+
+
+def path(name: str, value: Any, *, optional: bool = False) -> Path | None:
+    """A str or os.PathLike (None too when `optional`)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str | os.PathLike) or isinstance(value, bytes):
+        raise ArgumentTypeError(f"{name} must be a path (str or Path), not {_kind(value)}")
+    if str(value) == "":
+        raise ArgumentValueError(f"{name} is empty")
+    return Path(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{name} must be True or False, not {_kind(value)} "
+                                f"({value!r})")
+    return value
+
+
+def choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, not {_kind(value)}")
+    if value not in choices:
+        raise ArgumentValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def shapes(value: Any) -> list[tuple[int, ...]]:
+    """Input shapes: a list of shapes, each a sequence of positive whole numbers."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        raise ArgumentTypeError(f"input_shapes must be a non-empty list of shapes like "
+                                f"[(1, 3, 224, 224)], not {value!r}")
+    checked = []
+    for shape in value:
+        if isinstance(shape, str | bytes) or not isinstance(shape, Sequence) or not shape:
+            raise ArgumentTypeError(f"input_shapes: {shape!r} is not a shape like (1, 3, 224)")
+        for size in shape:
+            whole("input_shapes: a dimension", size, 1)
+        checked.append(tuple(shape))
+    return checked
+
+
+def positive(name: str, value: Any) -> float | None:
+    """None or a finite number above zero."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArgumentTypeError(f"{name} must be a number, not {_kind(value)} ({value!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise ArgumentValueError(f"{name} must be a positive, finite number, got {value!r}")
+    return float(value)
+
+
+def paths(name: str, value: Any) -> list[Path]:
+    """A list of paths (str or Path); never a lone one."""
+    if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"{name} must be a list of paths, not {_kind(value)}")
+    return [path(name, item) for item in value]
