@@ -8,24 +8,21 @@ KeyboardInterrupt as it would, the pass is finished and written, and no further 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from time import perf_counter
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import orjson
 import pandas as pd
-import psutil
 
-from profile_all import backends, derived, environment, trust
+from profile_all import backends, derived, environment, process, trust, validate
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
 from profile_all.launch import Launch
@@ -37,10 +34,7 @@ from profile_all.report.store import save
 from profile_all.rundir import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
 
-#: seconds a stopped worker gets to finish collecting before it is killed
-GRACE_SECONDS = 10.0
 TIMEOUT_EXIT_CODE = 124
-INTERRUPT_EXIT_CODE = 130
 
 
 class Observer(Protocol):
@@ -48,51 +42,6 @@ class Observer(Protocol):
 
     def pass_started(self, run_pass: Pass, count: int) -> None: ...
     def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None: ...
-
-
-class _Tee(threading.Thread):
-    """Copies a child's pipe to a log file and to our own stream, as it comes."""
-
-    def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path) -> None:
-        super().__init__(daemon=True)
-        self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
-
-    def run(self) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        with open(self.log_path, "wb") as log:
-            while chunk := os.read(self.pipe.fileno(), 65536):
-                log.write(chunk)
-                log.flush()
-                stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
-                stream.write(decoder.decode(chunk))
-                stream.flush()
-
-
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signum)
-
-
-def _descendants(process: subprocess.Popen) -> list[psutil.Process]:
-    try:
-        return psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def _stop(process: subprocess.Popen, signum: int) -> None:
-    """Ask the worker to stop, give it GRACE_SECONDS to write what it has, then kill it,
-    and every process under it: torchrun starts its ranks in sessions of their own."""
-    descendants = _descendants(process)
-    _signal_group(process, signum)
-    try:
-        process.wait(GRACE_SECONDS)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        _signal_group(process, signal.SIGKILL)
-        process.wait()
-    for child in descendants:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
 
 
 def _context(spec: dict[str, Any], rank: int = 0, world_size: int = 1) -> PassContext:
@@ -123,9 +72,12 @@ def _finish_wrappers(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | None,
-                launch: Launch) -> tuple[list[dict[str, Any]], str]:
+                launch: Launch, stops: process.StopRequests
+                ) -> tuple[list[dict[str, Any]], str, list[str]]:
     """Run one pass in a worker (a worker per rank under torchrun); (a result per rank, how
-    the pass ended). A rank that died without a result gets what its backends journaled."""
+    the pass ended: `exited`, `timeout` or the name of the stop signal profile-all got, the
+    processes the target left behind and that were ended). A rank that died without a
+    result gets what its backends journaled."""
     number = spec["pass"]
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(orjson.dumps(spec))
@@ -134,31 +86,35 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | No
     argv = launch.argv(number, worker) if launch.distributed else [sys.executable, *worker]
     for wrapper in _wrappers(spec):
         argv = wrapper.wrap(argv, _context(spec))
-    process = subprocess.Popen(
+    pass_process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
-    tees = [_Tee(process.stdout, "stdout", run_dir.artifacts / f"pass{number}.stdout.log"),
-            _Tee(process.stderr, "stderr", run_dir.artifacts / f"pass{number}.stderr.log")]
+    tees = [process.Tee(pass_process.stdout, "stdout",
+                        run_dir.artifacts / f"pass{number}.stdout.log"),
+            process.Tee(pass_process.stderr, "stderr",
+                        run_dir.artifacts / f"pass{number}.stderr.log")]
     for tee in tees:
         tee.start()
     ended = "exited"
     try:
-        process.wait(timeout)
+        with stops.waiting():
+            pass_process.wait(timeout)
     except subprocess.TimeoutExpired:
         ended = "timeout"
-        _stop(process, signal.SIGTERM)
-    except KeyboardInterrupt:
-        ended = "interrupted"
-        _stop(process, signal.SIGINT)
+        process.stop(pass_process, signal.SIGTERM, stops)
+    except process.Stopped as stopped:  # the same signal for the target, as it would get
+        ended = signal.Signals(stopped.signum).name
+        process.stop(pass_process, stopped.signum, stops)
+    left = process.end_leftovers(pass_process)  # they may hold the pipes open
     for tee in tees:
-        tee.join(timeout=5)  # a grandchild may still hold the pipe open
+        tee.join(timeout=5)
     results = {}
     for path in run_dir.scratch.glob(f"pass{number}.result.rank*.json"):
         result = orjson.loads(path.read_bytes())
         results[result["rank"]] = result
     expected = _expected_ranks(launch, results)
     for rank in sorted(expected - set(results)):
-        results[rank] = _recover(spec, process.returncode, rank, len(expected))
-    return [results[rank] for rank in sorted(results)], ended
+        results[rank] = _recover(spec, pass_process.returncode, rank, len(expected))
+    return [results[rank] for rank in sorted(results)], ended, left
 
 
 def _expected_ranks(launch: Launch, results: dict[int, dict[str, Any]]) -> set[int]:
@@ -191,6 +147,21 @@ def _recover(spec: dict[str, Any], return_code: int, rank: int = 0,
             "recovered": True,
             "outcome": {"status": "killed", "exit_code": code, "error": error,
                         "target_wall_time": None}}
+
+
+def _pass_verdict(outcome: dict[str, Any], ended: str, timeout: float | None) -> None:
+    """How the pass ended overrides how a rank says it ended (kept as `ended_as`): a
+    timeout, or a stop signal profile-all got and passed on."""
+    if ended != "exited":
+        outcome["ended_as"] = outcome["error"]
+    if ended == "timeout":
+        outcome.update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
+                       error=f"timed out after {timeout:g} s")
+    elif ended.startswith("SIG") or outcome["status"] == "interrupted":
+        signum = signal.Signals[ended] if ended.startswith("SIG") else signal.SIGINT
+        error = "interrupted (Ctrl-C)" if signum == signal.SIGINT else \
+            f"interrupted: profile-all got {signum.name}"
+        outcome.update(status="interrupted", exit_code=128 + signum, error=error)
 
 
 #: outcomes that did not cause a pass to fail, least telling last: a rank stopped by
@@ -244,24 +215,40 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         repeat: int = 1) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
-    timing pass runs, spread over the run (its repeats measure the run-to-run noise)."""
+    timing pass runs, spread over the run (its repeats measure the run-to-run noise).
+    With passes in processes of their own, a stop signal to this process (SIGTERM, SIGHUP,
+    SIGINT) stops the running pass and writes what was measured."""
+    stops = process.StopRequests()
+    with stops.installed() if isolate else contextlib.nullcontext():
+        return _run(target, backend_names, out, timeout, isolate, options, observer, command,
+                    peak_flops, launch, repeat, stops)
+
+
+def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
+         out: Path | None, timeout: float | None, isolate: bool,
+         options: dict[str, dict[str, Any]] | None, observer: Observer | None,
+         command: list[str] | None, peak_flops: float | None, launch: Launch | None,
+         repeat: int, stops: process.StopRequests) -> Report:
     launch = launch or Launch()
     launch.validate()
     if launch.distributed and not isolate:
-        raise UsageError("several ranks need isolate=True (torchrun starts their processes)")
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise UsageError(f"--repeat must be a whole number of at least 1, got {repeat!r}")
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {timeout}")
+        raise validate.ArgumentValueError(
+            "several ranks need isolate=True (torchrun starts their processes)")
+    validate.whole("repeat", repeat, 1)
+    timeout = validate.seconds("timeout", timeout)
+    validate.positive("peak_flops", peak_flops)
+    options = backends.check_options(options)
+    backend_names = validate.backend_names(backend_names)
     if timeout is not None and not isolate:
-        raise UsageError("a timeout needs isolate=True (each pass in a process of its own)")
+        raise validate.ArgumentValueError(
+            "a timeout needs isolate=True (each pass in a process of its own)")
     is_model = isinstance(target, ModelTarget)
     if is_model and target.live_model is not None and isolate:
-        raise UsageError("a live model object runs in this process: isolate=False")
+        raise validate.ArgumentValueError("a live model object runs in this process: isolate=False")
     selection = backends.select(None if backend_names is None else list(backend_names),
                                 backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
     if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
-        raise UsageError("nsys launches its pass's process: it needs isolate=True")
+        raise validate.ArgumentValueError("nsys launches its pass's process: it needs isolate=True")
     target.validate()
     if not selection.runnable and not is_model:
         raise UsageError("no requested backend can run here: " + "; ".join(
@@ -282,35 +269,30 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         spec = {"pass": run_pass.index, "backends": run_pass.backends,
                 "mode": "bench" if run_pass.timing else "once",
                 "target": target.to_spec(), "options": options or {}, "preimport": preimport,
-                "distributed": launch.distributed,
+                "distributed": launch.distributed, "parent_pid": os.getpid(),
                 "artifacts_dir": str(run_dir.artifacts.resolve()),
                 "scratch_dir": str(run_dir.scratch.resolve()),
                 "result_path": str(
                     (run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
                      ).resolve())}
         started = perf_counter()
-        ended = "exited"
+        ended, left = "exited", []
         if isolate:
-            pass_results, ended = _run_worker(spec, run_dir, timeout, launch)
+            pass_results, ended, left = _run_worker(spec, run_dir, timeout, launch, stops)
             _finish_wrappers(spec, pass_results[0])
         else:
             pass_results = [PassRun(spec, own_process=False, target=target).run()]
         for result in pass_results:
-            if ended != "exited":  # what the rank itself said, before the pass's verdict
-                result["outcome"]["ended_as"] = result["outcome"]["error"]
-            if ended == "timeout":
-                result["outcome"].update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
-                                         error=f"timed out after {timeout:g} s")
-            elif ended == "interrupted" or result["outcome"]["status"] == "interrupted":
-                result["outcome"].update(status="interrupted", exit_code=INTERRUPT_EXIT_CODE,
-                                         error="interrupted (Ctrl-C)")
+            _pass_verdict(result["outcome"], ended, timeout)
         summary = _pass_summary(run_pass, pass_results, perf_counter() - started,
                                 launch.distributed)
+        if left:
+            summary["left_running"] = left
         results += pass_results
         summaries.append(summary)
         if observer:
             observer.pass_ended(run_pass, len(passes), summary)
-        if summary["status"] == "interrupted":
+        if summary["status"] == "interrupted" or stops.signum is not None:
             status = "interrupted"
             break
 
@@ -320,15 +302,21 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
     for summary in summaries:
         del summary["step_times"]
     failed = [s for s in summaries if s["exit_code"] != 0]
+    exit_code = failed[0]["exit_code"] if failed else 0
     if failed and status == "complete":
         status = "failed"
     elif status == "complete" and any(s["status"] == "partial" for s in summaries):
         status = "partial"
+    if stops.signum is not None:  # asked to stop: a pass was cut short, or none started
+        status = "interrupted"
+        if not any(s["status"] == "interrupted" for s in summaries):
+            exit_code = 128 + stops.signum
     runtime = next((r["runtime"] for r in results if r["runtime"]), {})
     meta = {
         "format": FORMAT_VERSION,
         "status": status,
-        "exit_code": failed[0]["exit_code"] if failed else 0,
+        "exit_code": exit_code,
+        "stopped_by": signal.Signals(stops.signum).name if stops.signum else None,
         "target": {**target.to_spec(), "command": shlex.join(target.command)},
         "command": command or [],
         "cwd": os.getcwd(),

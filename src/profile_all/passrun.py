@@ -176,6 +176,7 @@ class PassRun:
         if self._result is not None:
             return self._result
         self.finishing = True
+        regions.close_open()
         regions.listen(())
         cpu, peak = _children_usage()  # before backends stop: their own helpers are not ours
         self._children_during = (cpu - self._children_at_start[0], peak)

@@ -29,6 +29,7 @@ _listeners: tuple[RegionListener, ...] = ()
 _single: RegionListener | None = None  # the listener, when there is exactly one (the usual case)
 _steppers: tuple[Any, ...] = ()  # every listener, and those that hear only steps
 _threads = threading.local()
+_stacks: list[list[Any]] = []  # every thread's stack of open regions, for close_open()
 
 
 def listen(listeners: Sequence[RegionListener], steppers: Sequence[Any] = ()) -> None:
@@ -62,6 +63,7 @@ class Region:
             stack = _threads.stack
         except AttributeError:
             stack = _threads.stack = []
+            _stacks.append(stack)
         if stack:
             parent = stack[-1][0]
             path = parent + "/" + name
@@ -125,6 +127,21 @@ def region(name: str | Callable | None = None) -> Any:
         return _decorate(name, name.__qualname__)
     marker = _cache[name] = Region(name)
     return marker
+
+
+def close_open() -> None:
+    """End every region still open, in every thread, innermost first: a target that ends
+    by os._exit, or is stopped while stuck in native code, never leaves them, and each is
+    then timed up to now, where the target ended or hung."""
+    for stack in _stacks:
+        while stack:
+            path, parent, listener, token = stack.pop()
+            name = path[len(parent) + 1:] if parent else path
+            if type(listener) is tuple:
+                for one, one_token in zip(listener, token, strict=True):
+                    one.exit(name, parent, one_token)
+            else:
+                listener.exit(name, parent, token)
 
 
 def step() -> None:

@@ -1,5 +1,9 @@
 """The run directory: built under a hidden temporary name, renamed into place when complete,
-so a run directory either holds a whole report or does not exist."""
+so a run directory either holds a whole report or does not exist.
+
+The hidden name is `.NAME.partial-PID`. A profile-all killed outright (SIGKILL) leaves its
+folder behind; the next run into the same parent folder removes such folders whose PID
+is gone, and leaves those of runs still going alone."""
 
 from __future__ import annotations
 
@@ -8,9 +12,27 @@ import shutil
 import time
 from pathlib import Path
 
+import psutil
+
 from profile_all.errors import UsageError
 
 DEFAULT_ROOT = Path("reports")
+PARTIAL = ".partial-"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """Remove the hidden work folders of runs whose profile-all is gone."""
+    for folder in parent.glob(f".*{PARTIAL}*"):
+        pid = folder.name.rpartition(PARTIAL)[2]
+        if folder.is_dir() and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _default_path(label: str) -> Path:
@@ -33,9 +55,10 @@ class RunDirectory:
         final = Path(out) if out is not None else _default_path(label)
         if final.exists() and (not final.is_dir() or any(final.iterdir())):
             raise UsageError(f"output folder {final} exists and is not empty")
-        work = final.parent / f".{final.name}.partial-{os.getpid()}"
+        work = final.parent / f".{final.name}{PARTIAL}{os.getpid()}"
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
+            _remove_abandoned(final.parent)
             work.mkdir()
             (work / "artifacts").mkdir()
             (work / "scratch").mkdir()

@@ -11,7 +11,10 @@ the spec:
   wakeup fd, finishes the pass and exits itself if the main thread has not begun to
   within STUCK_SECONDS;
 - SIGKILL and crashes leave no chance: the orchestrator then asks each backend to
-  `recover` what it journaled on disk.
+  `recover` what it journaled on disk;
+- profile-all itself killed (SIGKILL, the OOM killer): a watcher thread sees its parent
+  gone within PARENT_POLL_SECONDS and stops its process group as a timeout would, so that
+  no target runs on headless.
 
 Forked children of the target (DataLoader workers) inherit all this; they are recognised
 by their pid and left to behave as they would without profile-all.
@@ -30,6 +33,7 @@ from time import perf_counter
 from typing import Any
 
 import orjson
+import psutil
 
 from profile_all.fileio import write_atomic
 from profile_all.passrun import Outcome, PassRun, Terminated
@@ -38,6 +42,29 @@ _WORKER_PID = os.getpid()
 _real_os_exit = os._exit
 #: how long the main thread gets to act on SIGTERM before the watcher finishes the pass
 STUCK_SECONDS = 2.0
+#: how often the worker checks that profile-all still runs
+PARENT_POLL_SECONDS = 0.5
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _watch_parent(profile_all_pid: int) -> None:
+    """Stop this pass (SIGTERM to its process group) once profile-all is gone: the worker's
+    own parent changed (it was reparented), or profile-all's pid is dead or a zombie."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent and not _gone(profile_all_pid):
+            time.sleep(PARENT_POLL_SECONDS)
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="profile-all-parent-watch").start()
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -90,9 +117,13 @@ def main(argv: list[str]) -> int:
     spec = orjson.loads(Path(argv[1]).read_bytes())
     if spec.get("distributed"):  # one of several ranks, started by torchrun
         spec["rank"], spec["world_size"] = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    result_path = Path(spec["result_path"].format(rank=spec.get("rank", 0)))
+    # the run folder's path is the user's: never through str.format
+    result_path = Path(spec["result_path"].replace("{rank}", str(spec.get("rank", 0))))
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_terminated)
+    # a Ctrl-C passed on by profile-all is a KeyboardInterrupt in the target, as without
+    # it, even where profile-all was started with SIGINT ignored (in the background)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     pass_run = PassRun(spec, own_process=True)
 
     def exit_now(code: int) -> None:
@@ -106,6 +137,8 @@ def main(argv: list[str]) -> int:
 
     os._exit = exit_now
     _watch_for_stuck_stop(pass_run, result_path)
+    if spec.get("parent_pid"):
+        _watch_parent(spec["parent_pid"])
     pass_run.start()
     outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish

@@ -1,0 +1,161 @@
+"""A pass's process seen from profile-all: its output copied as it comes, and stopped
+cleanly however the pass or profile-all itself is asked to end.
+
+- The worker runs in a session (process group) of its own, so a Ctrl-C at the terminal
+  reaches only profile-all, which passes it on.
+- SIGTERM, SIGHUP and SIGINT sent to profile-all itself (`timeout`, Slurm, docker, CI
+  runners send SIGTERM, then SIGKILL): the running pass gets the same signal and the
+  grace a timeout gives, no further pass starts, and the report of what was measured is
+  written (`StopRequests`).
+- A target may leave processes behind in its group (a server started in the background
+  that holds its stdout): once the worker has ended they are ended too, and named, so
+  that the pass neither waits on their pipe nor leaves them running.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import psutil
+
+#: seconds a stopped worker gets to finish collecting before it is killed
+GRACE_SECONDS = 10.0
+#: seconds processes the target left behind get to end after SIGTERM
+LEFTOVER_GRACE_SECONDS = 2.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Stopped(BaseException):
+    """profile-all was asked to stop (SIGTERM, SIGHUP, SIGINT) while waiting on a pass."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StopRequests:
+    """Stop signals sent to profile-all: noted always, raised as `Stopped` only while it
+    waits on a pass's process, so that results are read and the report is written whole
+    whenever the signal comes. SIGINT is handled too when it was ignored (a run started
+    in the background), so that a Ctrl-C sent on purpose still stops it."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # the first stop signal, which the run ends by
+        self._pending: int | None = None  # a signal not yet acted on
+        self._waiting = False
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self._pending = signum
+        if self._waiting:
+            self._pending = None
+            raise Stopped(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopRequests]:
+        """Handle the stop signals while the block runs (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        before = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
+        try:
+            yield self
+        finally:
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A stop signal, come already or coming in the block, raises `Stopped` here."""
+        self._waiting = True
+        try:
+            if self._pending is not None:
+                signum, self._pending = self._pending, None
+                raise Stopped(signum)
+            yield
+        finally:
+            self._waiting = False
+
+
+class Tee(threading.Thread):
+    """Copies a child's pipe to a log file and to our own stream, as it comes."""
+
+    def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
+
+    def run(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with open(self.log_path, "wb") as log:
+            while chunk := os.read(self.pipe.fileno(), 65536):
+                log.write(chunk)
+                log.flush()
+                stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
+                stream.write(decoder.decode(chunk))
+                stream.flush()
+
+
+def signal_group(process: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+def _descendants(process: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def stop(process: subprocess.Popen, signum: int, stops: StopRequests) -> None:
+    """Ask the worker to stop, give it GRACE_SECONDS to write what it has (a second stop
+    signal cuts that short), then kill it, and every process under it: torchrun starts
+    its ranks in sessions of their own."""
+    descendants = _descendants(process)
+    signal_group(process, signum)
+    try:
+        with stops.waiting():
+            process.wait(GRACE_SECONDS)
+    except (subprocess.TimeoutExpired, Stopped):
+        signal_group(process, signal.SIGKILL)
+        process.wait()
+    for child in descendants:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
+def _left_in_group(group: int) -> list[psutil.Process]:
+    left = []
+    for candidate in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(candidate.pid) == group and candidate.pid != os.getpid():
+                left.append(candidate)
+    return left
+
+
+def end_leftovers(process: subprocess.Popen) -> list[str]:
+    """End what the ended worker left in its process group (SIGTERM, then SIGKILL after
+    LEFTOVER_GRACE_SECONDS); a description of each process ended."""
+    left = _left_in_group(process.pid)
+    described = []
+    for leftover in left:
+        with contextlib.suppress(psutil.Error):
+            described.append(f"pid {leftover.pid} ({' '.join(leftover.cmdline())[:80]})")
+    if not left:
+        return []
+    signal_group(process, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(left, timeout=LEFTOVER_GRACE_SECONDS)
+    if alive:
+        signal_group(process, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=LEFTOVER_GRACE_SECONDS)
+    return described

@@ -1,0 +1,109 @@
+"""Stop signals sent to profile-all itself (timeout, Slurm, docker and CI runners send
+SIGTERM, then SIGKILL): the running pass is stopped, what was measured is written, and no
+target is left running headless."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, Running, processes_with, profile_all
+
+SCRIPT = TARGETS / "regions_then.py"
+BACKENDS = ["-b", "wallclock", "-b", "cprofile"]
+
+
+def _region(report, name, metric="calls", stat="total"):
+    frame = report.frame
+    rows = frame[(frame["pass"] == 1) & (frame["name"] == name) & (frame["metric"] == metric)
+                 & (frame["stat"] == stat)]
+    return rows["value"].sum()
+
+
+@pytest.mark.parametrize("signum, code, error", [
+    (signal.SIGTERM, 143, "interrupted: profile-all got SIGTERM"),
+    (signal.SIGHUP, 129, "interrupted: profile-all got SIGHUP"),
+    (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+])
+def test_a_stop_signal_to_profile_all_writes_what_was_measured(tmp_path, signum, code, error):
+    run_dir = tmp_path / "run"
+    with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
+        running.wait_for("ready")
+        os.kill(running.process.pid, signum)  # profile-all alone, not its pass's group
+        assert running.finish() == code, running.stderr
+    report = pa.load(run_dir)
+    assert report.meta["status"] == "interrupted" and report.exit_code == code
+    assert report.meta["stopped_by"] == signal.Signals(signum).name
+    first = report.meta["passes"][0]
+    assert (first["status"], first["exit_code"], first["error"]) == ("interrupted", code, error)
+    assert report.meta["passes_not_run"] == [2]
+    assert _region(report, "work") == 3  # measured before the stop
+    assert _region(report, "sleeping") == 1  # the region it was in, timed until the stop
+    assert error in (run_dir / "summary.md").read_text()
+    assert processes_with(str(run_dir)) == []  # no pass, no target left running
+
+
+def test_ctrl_c_with_sigint_ignored_still_stops_the_run(tmp_path):
+    """A suite started in the background inherits SIGINT ignored: a Ctrl-C sent on purpose
+    (to the whole group, as a terminal does) still stops profile-all and its pass."""
+    run_dir = tmp_path / "run"
+    with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep",
+                 sigint_ignored=True) as running:
+        running.wait_for("ready")
+        os.killpg(running.process.pid, signal.SIGINT)
+        assert running.finish() == 130, running.stderr
+    report = pa.load(run_dir)
+    assert report.meta["passes"][0]["error"] == "interrupted (Ctrl-C)"
+    assert "KeyboardInterrupt" in (run_dir / "artifacts" / "pass1.stderr.log").read_text()
+    assert processes_with(str(run_dir)) == []
+
+
+def test_sigkill_to_profile_all_takes_its_pass_along_and_the_next_run_tidies_up(tmp_path):
+    run_dir = tmp_path / "run"
+    with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
+        running.wait_for("ready")
+        partial = [p for p in tmp_path.iterdir() if p.name.startswith(".run.partial-")]
+        assert len(partial) == 1 and processes_with(str(partial[0]))  # the worker runs
+        os.kill(running.process.pid, signal.SIGKILL)
+        assert running.finish() == -signal.SIGKILL
+        deadline = time.monotonic() + 30  # the worker sees its parent gone within 0.5 s
+        while processes_with(str(partial[0])) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_with(str(partial[0])) == []
+    assert partial[0].is_dir() and not run_dir.exists()  # nothing was committed
+    done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock",
+                       "-o", tmp_path / "next")
+    assert done.returncode == 0, done.stderr
+    assert not partial[0].exists()  # an abandoned work folder, removed
+
+
+def test_a_background_child_holding_stdout_is_ended_and_named(tmp_path):
+    script = tmp_path / "leaves_a_child.py"
+    script.write_text("import subprocess\nsubprocess.Popen(['sleep', '300'])\n"
+                      "print('left a child', flush=True)\n")
+    started = time.monotonic()
+    done = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 200  # not the child's 300 s
+    report = pa.load(tmp_path / "run")
+    left = report.meta["passes"][0]["left_running"]
+    assert len(left) == 1 and "sleep 300" in left[0]
+    assert "sleep 300" in (tmp_path / "run" / "summary.md").read_text()
+    assert not [c for c in processes_with("sleep 300") if c.strip() == "sleep 300"]
+
+
+def test_os_exit_inside_a_region_counts_the_region_up_to_the_exit(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import os, time\nimport profile_all as pa\n"
+                      "with pa.region('outer'):\n    with pa.region('inner'):\n"
+                      "        time.sleep(0.3)\n        os._exit(5)\n")
+    done = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run")
+    assert done.returncode == 5, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert _region(report, "inner") == 1 and _region(report, "outer") == 1
+    assert _region(report, "inner", "wall_time") >= 0.3
+    assert report.meta["passes"][0]["error"] == "os._exit(5)"
