@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from profile_all.report import tables
@@ -14,9 +16,21 @@ OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the
                  "that holds 1 is within noise.")
 
 
+def _text(value: object) -> str:
+    """Text from the run (names, errors, commands) made inert: Markdown previews render
+    raw HTML, so `<`, `>` and `&` are escaped; one line."""
+    return html.escape(str(value), quote=False).replace("\n", " ")
+
+
+def _code(value: object) -> str:
+    """A code span, or the escaped text where a code span could not hold it."""
+    text = str(value).replace("\n", " ")
+    return f"`{text}`" if not set(text) & set("`<>&") else _text(text)
+
+
 def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
-    escaped = frame.map(lambda cell: str(cell).replace("|", "\\|"))
-    escaped.columns = [str(column).replace("\n", " ") for column in frame.columns]
+    escaped = frame.map(lambda cell: _text(cell).replace("|", "\\|"))
+    escaped.columns = [_text(column) for column in frame.columns]
     note = f"\n\n{left_out:,} more rows not shown." if left_out else ""
     return escaped.to_markdown(index=False) + note
 
@@ -25,11 +39,11 @@ def render(report: Report, top: int = TOP) -> str:
     """The report as markdown; long tables cut to `top` rows, with a count of the rest."""
     meta = report.meta
     target = meta.get("target", {})
-    out = [f"# profile-all: `{target.get('command', '')}`", "",
-           f"Status: **{meta.get('status')}**, exit code {meta.get('exit_code')}.", ""]
+    out = [f"# profile-all: {_code(target.get('command', ''))}", "",
+           f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}.", ""]
     problems = tables.problems(report)
     if problems:
-        out += ["## Problems", "", *[f"- {line}" for line in problems], ""]
+        out += ["## Problems", "", *[f"- {_text(line)}" for line in problems], ""]
     out += ["## Passes", "",
             OVERHEAD_NOTE, "",
             _table(tables.passes_table(report)), ""]
@@ -53,12 +67,13 @@ def render(report: Report, top: int = TOP) -> str:
     commands = tables.open_commands(report)
     if commands:
         out += ["## Native files", "",
-                *[f"- {backend}: `{path}`: `{command}`" for backend, path, command in commands],
+                *[f"- {_text(backend)}: {_code(path)}: {_code(command)}"
+                  for backend, path, command in commands],
                 ""]
     env = meta.get("environment", {})
     out += ["## Environment", "",
-            f"- Python {env.get('python')} on {env.get('os')}",
-            f"- CPU: {env.get('cpu')} ({env.get('cpu_count')} logical cores)",
-            f"- torch {env.get('torch') or env.get('packages', {}).get('torch')}; GPUs: "
-            f"{', '.join(env.get('gpus', [])) or 'none'}", ""]
+            _text(f"- Python {env.get('python')} on {env.get('os')}"),
+            _text(f"- CPU: {env.get('cpu')} ({env.get('cpu_count')} logical cores)"),
+            _text(f"- torch {env.get('torch') or (env.get('packages') or {}).get('torch')}; "
+                  f"GPUs: {', '.join(map(str, env.get('gpus') or [])) or 'none'}"), ""]
     return "\n".join(out)

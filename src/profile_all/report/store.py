@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow
 
+from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
-from profile_all.report import markdown
+from profile_all.report import checked, markdown
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.schema import COLUMNS, SAMPLE_COLUMNS
 
@@ -46,7 +47,7 @@ def write_html(report: Report) -> Path:
 
 def load(run_dir: str | Path) -> Report:
     """The Report of a run directory; UsageError with one line when it cannot be read."""
-    run_dir = Path(run_dir)
+    run_dir = validate.path("run_dir", run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"not a run directory: {run_dir} (no such folder)")
     try:
@@ -68,6 +69,8 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/report.parquet cannot be read: {error}") from None
     if list(frame.columns) != COLUMNS:
         raise UsageError(f"{run_dir}/report.parquet does not have the report's columns")
+    checked.check_meta(meta, run_dir)
+    frame = checked.check_frame(frame, run_dir, "report.parquet", ["value"], ["pass", "rank"])
     return Report(frame, meta, run_dir, _samples(run_dir))
 
 
@@ -81,4 +84,4 @@ def _samples(run_dir: Path) -> pd.DataFrame | None:
         raise UsageError(f"{run_dir}/samples.parquet cannot be read: {error}") from None
     if list(samples.columns) != SAMPLE_COLUMNS:
         raise UsageError(f"{run_dir}/samples.parquet does not have the samples' columns")
-    return samples
+    return checked.check_frame(samples, run_dir, "samples.parquet", ["value"], ["pass", "rank"])

@@ -272,7 +272,8 @@ def batches_table(report: Report) -> pd.DataFrame:
 def open_commands(report: Report) -> list[tuple[str, str, str]]:
     """(backend, native file, the command that opens it) for every native file of the run."""
     run_dir = str(report.run_dir) if report.run_dir else "RUN"
-    return [(a["backend"], a["path"], a["open_command"].format(run_dir=run_dir))
+    # the command is text from meta.json: a placeholder replaced, never str.format
+    return [(a["backend"], a["path"], a["open_command"].replace("{run_dir}", run_dir))
             for a in report.meta.get("artifacts", [])]
 
 
@@ -294,6 +295,10 @@ def problems(report: Report) -> list[str]:
                 lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
                     f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
                     for r in summary["ranks"]))
+        if summary.get("left_running"):
+            lines.append(f"pass {summary['pass']}: the target left "
+                         f"{len(summary['left_running'])} process(es) running in its group, "
+                         f"ended at the end of the pass: {'; '.join(summary['left_running'])}")
         lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
                   f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
                   else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
