@@ -32,10 +32,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: set by .ci/run where ../shared/fixtures is there: the tests on them must run, not skip
+REQUIRE_FIXTURES = os.environ.get("PROFILE_ALL_REQUIRE_FIXTURES") == "1"
+
+
 @pytest.fixture
 def fixtures() -> Path:
+    """The real files other projects made (../shared/fixtures): a user's clone has none,
+    and the tests that read them skip there; CI has them and must run these tests."""
     if not SHARED_FIXTURES.is_dir():
-        pytest.fail(f"the shared fixtures are missing: {SHARED_FIXTURES}")
+        if REQUIRE_FIXTURES:
+            pytest.fail(f"PROFILE_ALL_REQUIRE_FIXTURES=1 but {SHARED_FIXTURES} is missing")
+        pytest.skip(f"the shared fixtures of other projects' files are not beside this clone "
+                    f"({SHARED_FIXTURES}); CI has them")
     return SHARED_FIXTURES
 
 
@@ -71,3 +80,116 @@ def measured_frame(rows):
     from profile_all.report.schema import MEASURED
 
     return pd.DataFrame(rows, columns=MEASURED)
+
+
+def write_torch_trace(path: Path, rank: int | None = None) -> Path:
+    """A real torch.profiler trace of a tiny training step, made here (CPU), gzipped when
+    `path` ends in .gz; with `rank`, the distributedInfo a rank's trace carries."""
+    import gzip
+    import json
+
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    with torch.profiler.profile() as profile:
+        for step in range(2):
+            with torch.autograd.profiler.record_function("forward"):
+                loss = model(torch.randn(8, 16)).sum()
+            loss.backward()
+            profile.step() if step == 0 else None
+    plain = path.with_suffix("") if path.suffix == ".gz" else path
+    profile.export_chrome_trace(str(plain))
+    if rank is not None:
+        document = json.loads(plain.read_text())
+        document["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+        plain.write_text(json.dumps(document))
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    return path
+
+
+@pytest.fixture(scope="session")
+def own_trace(tmp_path_factory) -> Path:
+    """A torch.profiler trace (.json.gz) made by the tests, for the readers' own logic."""
+    return write_torch_trace(tmp_path_factory.mktemp("own_trace") / "trace.json.gz")
+
+
+class Running:
+    """`profile-all ARGS` started in a session of its own, its stdout read by a thread, so
+    that waiting for a line has a deadline; on leaving, whatever is left of it is killed.
+    `sigint_ignored`: started as a shell starts a background job (SIGINT ignored)."""
+
+    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
+        import queue
+        import signal
+        import threading
+
+        disposition = signal.SIG_IGN if sigint_ignored else signal.SIG_DFL
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "profile_all", *map(str, args)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
+            env={**os.environ, "COLUMNS": "200"})
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: list[str] = []
+
+        def read() -> None:
+            for line in self.process.stdout:
+                self.lines.put(line.rstrip("\n"))
+            self.lines.put(None)
+
+        self._readers = [threading.Thread(target=read, daemon=True),
+                         threading.Thread(target=lambda: self._stderr.extend(
+                             self.process.stderr), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def wait_for(self, wanted: str, timeout: float = 90) -> None:
+        import queue
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {wanted!r} line within {timeout} s") from None
+            if line is None:
+                raise AssertionError(f"profile-all ended before printing {wanted!r}")
+            if line.strip() == wanted:
+                return
+
+    def finish(self, timeout: float = 90) -> int:
+        """Its exit code, once it ended (within `timeout`)."""
+        self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        return self.process.returncode
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import contextlib
+        import signal
+
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+
+def processes_with(text: str) -> list[str]:
+    """Command lines of running processes (zombies aside) that mention `text`."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if text in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(cmdline)
+    return found

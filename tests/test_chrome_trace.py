@@ -328,8 +328,8 @@ def test_bad_traces(tmp_path, content, message):
         chrome_trace.load(path)
 
 
-def test_truncated_gzip_and_gzip_that_is_not(fixtures, tmp_path):
-    whole = (fixtures / "traces" / "sampled_rank-0.json.gz").read_bytes()
+def test_truncated_gzip_and_gzip_that_is_not(own_trace, tmp_path):
+    whole = own_trace.read_bytes()
     (tmp_path / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(IngestError, match="corrupt or truncated gzip"):
         chrome_trace.load(tmp_path / "cut.json.gz")

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all, write_torch_trace
 from test_nsys_csv import GPU_ROWS, GPU_TRACE
 from test_nsys_rep import fake_nsys
 
@@ -57,11 +57,11 @@ def test_two_ranks_traces_give_the_cross_rank_view(fixtures, tmp_path):
     ("random.prof", b"\x00\x01\x02 not marshal", "not a file profile-all reads"),
     ("cut.csv.gz", b"\x1f\x8b\x08\x00garbage", "corrupt or truncated compressed data"),
 ])
-def test_bad_files_are_refused_before_anything_is_written(fixtures, tmp_path, name, content,
+def test_bad_files_are_refused_before_anything_is_written(own_trace, tmp_path, name, content,
                                                           message):
     bad = tmp_path / name
     bad.write_bytes(content)
-    good = fixtures / "traces" / "cpu_only_gloo_rank34.json.gz"
+    good = own_trace
     result = profile_all("ingest", good, bad, "-o", tmp_path / "run")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
@@ -155,14 +155,13 @@ def test_a_file_of_no_kind_read_is_refused_with_the_kinds_read(tmp_path):
         assert kind in stderr
 
 
-def test_a_directory_is_read_as_the_traces_in_it(fixtures, tmp_path):
+def test_a_directory_is_read_as_the_traces_in_it(tmp_path):
     """As HTA and TensorBoard users point at one: every *.json and *.json.gz at any depth,
     each a pass, its rank from the trace; other files there are left alone."""
-    traces = fixtures / "traces"
     (tmp_path / "logs" / "worker1").mkdir(parents=True)
-    shutil.copy(traces / "sampled_rank-1.json.gz",
-                tmp_path / "logs" / "worker1" / "host_1.1700000000.pt.trace.json.gz")
-    shutil.copy(traces / "sampled_rank-0.json.gz", tmp_path / "logs" / "rank0.json.gz")
+    write_torch_trace(tmp_path / "logs" / "worker1" / "host_1.1700000000.pt.trace.json.gz",
+                      rank=1)
+    write_torch_trace(tmp_path / "logs" / "rank0.json", rank=0)
     (tmp_path / "logs" / "events.out.tfevents.1700000000.host").write_bytes(b"\x00\x01")
     result = profile_all("ingest", tmp_path / "logs", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
@@ -173,12 +172,13 @@ def test_a_directory_is_read_as_the_traces_in_it(fixtures, tmp_path):
     assert "a directory with no trace file in it (*.json, *.json.gz" in stderr
 
 
-def test_a_json_array_trace_goes_to_the_chrome_trace_reader(fixtures, tmp_path):
-    with gzip.open(fixtures / "traces" / "sampled_rank-0.json.gz") as stream:
+def test_a_json_array_trace_goes_to_the_chrome_trace_reader(own_trace, tmp_path):
+    with gzip.open(own_trace) as stream:
         events = json.load(stream)["traceEvents"]
     array = tmp_path / "events.json"
     array.write_text(json.dumps(events, indent=1))
     result = profile_all("ingest", array, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     frame = pa.load(tmp_path / "run").frame
-    assert set(frame["backend"]) == {"torch-profiler"} and (frame["scope"] == "kernel").any()
+    assert set(frame["backend"]) == {"torch-profiler"}
+    assert (frame[frame["scope"] == "operator"]["name"] == "aten::addmm").any()
