@@ -61,7 +61,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     from profile_all.targets import ScriptTarget
 
     script = validate.path("script", script)
-    args = validate.strings("args", args)
+    args = validate.strings("args", args, paths_too=True)
     out = validate.path("out", out, optional=True)
     validate.flag("isolate", isolate)
     if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int | str):

@@ -26,17 +26,19 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def strings(name: str, value: Any) -> list[str]:
-    """A list, tuple or other sequence of strings; never a lone string."""
+def strings(name: str, value: Any, *, paths_too: bool = False) -> list[str]:
+    """A list, tuple or other sequence of strings (and paths, with `paths_too`, as
+    subprocess takes them); never a lone string."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise ArgumentTypeError(f"{name} must be a list of strings, not {_kind(value)}"
                                 + (f" ({value!r}: wrap it in a list)"
                                    if isinstance(value, str) else ""))
-    bad = [item for item in value if not isinstance(item, str)]
+    allowed = (str, os.PathLike) if paths_too else (str,)
+    bad = [item for item in value if not isinstance(item, allowed)]
     if bad:
         raise ArgumentTypeError(f"{name} must hold strings only, not {_kind(bad[0])} "
                                 f"({bad[0]!r})")
-    return list(value)
+    return [os.fspath(item) for item in value]
 
 
 def backend_names(value: Any) -> list[str] | None:
