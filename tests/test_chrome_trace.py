@@ -6,13 +6,12 @@ import gzip
 import json
 import shutil
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import measured_frame, value_of
 from profile_all.ingest import IngestError, chrome_trace
-from profile_all.ingest.trace_analysis import operator_frame, trace_rows
+from profile_all.ingest.trace_analysis import trace_rows
 from profile_all.report.schema import UNATTRIBUTED
 
 
@@ -43,12 +42,17 @@ def _external(event) -> int:
     return args.get("External id", args.get("external id", -1))
 
 
-def hta_style_attribution(events) -> tuple[dict[str, float], dict[str, float], float, float]:
-    """Written apart from the reader, as HTA and TensorBoard's plugin link device work: per
-    operator name its own (self) and total device time in µs, the device time that reached
-    no operator, and all device time. A plain stack sweep per thread: operators and launches
-    sorted by start (operators first at the same start, longer first); a launch belongs to
-    the innermost operator open at its start (or the open one it names by external id)."""
+def per_operator(events) -> tuple[dict[str, dict[str, float]], float, float]:
+    """Written apart from the reader, as HTA, TensorBoard's plugin and torch's own tables
+    count: per operator name its calls, total and self CPU time, and its own (self) and
+    total device time, in µs; the device time that reached no operator; all device time.
+
+    A plain stack sweep per thread over operators and runtime calls sorted by start
+    (operators first at the same start, longer first). A runtime call is a CPU child of the
+    innermost operator open at its start; the kernels it launched (same correlation) belong
+    to that operator, or to the open one whose external id the call names. As torch's
+    tables do, an operator that is the only child of one of its own name is folded into it.
+    """
     device_by_correlation: dict[int, float] = {}
     all_device = 0.0
     for event in events:
@@ -68,36 +72,56 @@ def hta_style_attribution(events) -> tuple[dict[str, float], dict[str, float], f
             continue
         thread = f"{event['pid']}:{event['tid']}"
         per_thread.setdefault(thread, []).append((event["ts"], kind, -event["dur"], event))
-    own: dict[str, float] = {}
-    total: dict[str, float] = {}
+    # an entry per operator call: [name, parent entry, children, self, own device, total]
+    entries: list[list] = []
     attributed = 0.0
-
-    def close(entry: list) -> None:
-        total[entry[1]] = total.get(entry[1], 0.0) + entry[3]
-
     for items in per_thread.values():
         items.sort(key=lambda item: item[:3])
-        stack: list[list] = []  # [end, name, external id, device time under it]
+        stack: list[tuple[float, int]] = []  # (end, entry)
         for ts, kind, minus_dur, event in items:
             if kind == 0:
                 while stack and stack[-1][0] <= ts:
-                    close(stack.pop())
-                stack.append([ts - minus_dur, event["name"], _external(event), 0.0])
+                    stack.pop()
+                parent = stack[-1][1] if stack else -1
+                if parent >= 0:
+                    entries[parent][2] += 1
+                    entries[parent][3] += minus_dur  # a child's time is not its own
+                entries.append([event["name"], parent, 0, -minus_dur, 0.0, 0.0,
+                                _external(event)])
+                stack.append((ts - minus_dur, len(entries) - 1))
                 continue
             while stack and stack[-1][0] < ts:
-                close(stack.pop())
-            launched = device_by_correlation.pop(event["args"].get("correlation"), 0.0)
-            if not stack or not launched:
+                stack.pop()
+            if not stack:
                 continue
-            named = [i for i, entry in enumerate(stack) if entry[2] == _external(event)]
-            owner = named[-1] if named else len(stack) - 1
-            own[stack[owner][1]] = own.get(stack[owner][1], 0.0) + launched
-            for entry in stack[:owner + 1]:
-                entry[3] += launched
+            entries[stack[-1][1]][3] += minus_dur  # the runtime call is a CPU child
+            launched = device_by_correlation.pop(event["args"].get("correlation"), 0.0)
+            named = [entry for _, entry in stack if entries[entry][6] == _external(event)]
+            owner = named[-1] if named else stack[-1][1]
+            entries[owner][4] += launched
             attributed += launched
-        for entry in stack:
-            close(entry)
-    return own, total, all_device - attributed, all_device
+    for entry in reversed(range(len(entries))):  # children come after their parents
+        parent = entries[entry][1]
+        entries[entry][5] += entries[entry][4]
+        if parent >= 0:
+            entries[parent][5] += entries[entry][5]
+    folded = {index for index, entry in enumerate(entries) if entry[1] >= 0
+              and entries[entry[1]][0] == entry[0] and entries[entry[1]][2] == 1}
+    for index in sorted(folded, reverse=True):  # deepest first: chains fold up
+        parent = entries[index][1]
+        entries[parent][3] += entries[index][3]
+        entries[parent][4] += entries[index][4]
+    totals: dict[str, dict[str, float]] = {}
+    for index, (name, _p, _c, own_cpu, own_gpu, total_gpu, _x) in enumerate(entries):
+        if index in folded:
+            continue
+        found = totals.setdefault(name, dict.fromkeys(
+            ("calls", "self_time", "self_gpu_time", "gpu_time"), 0.0))
+        found["calls"] += 1
+        found["self_time"] += own_cpu
+        found["self_gpu_time"] += own_gpu
+        found["gpu_time"] += total_gpu
+    return totals, all_device - attributed, all_device
 
 
 @pytest.mark.parametrize("chunk_bytes", [chrome_trace.CHUNK_BYTES, 4096])
@@ -123,36 +147,23 @@ def test_a100_trace_counts(fixtures, monkeypatch, chunk_bytes):
     assert _value(rows, "api", "cudaLaunchKernel", "calls") == 2_550
 
 
-def test_self_time_matches_a_stack_sweep(fixtures):
-    ops = operator_frame(chrome_trace.load(fixtures / "traces" / "a100_nccl_rank0.json.gz"))
-    expected = ops["dur"].to_numpy(float).copy()
-    stack: list[tuple[str, float, int]] = []
-    for index, (thread, ts, dur) in enumerate(zip(ops["thread"], ops["ts"], ops["dur"],
-                                                  strict=True)):
-        while stack and (stack[-1][0] != thread or stack[-1][1] <= ts):
-            stack.pop()
-        if stack:
-            expected[stack[-1][2]] -= dur
-        stack.append((thread, ts + dur, index))
-    np.testing.assert_allclose(ops["self_time"], expected * 1e-6, atol=1e-12)
-    assert (ops["gpu_time"] >= ops["self_gpu_time"] - 1e-12).all()
-
-
 @pytest.mark.parametrize("name", ["a100_nccl_rank0", "sampled_rank-0", "sampled_rank-1"])
-def test_operator_device_time_matches_an_hta_style_attribution(fixtures, name):
-    """Kernels reach the operators that launched them through correlation and the launch's
-    enclosing operator: in these traces the kernels' External id is the launch's
-    correlation, and joining on it gave every operator 0 s."""
+def test_operators_match_a_stack_sweep_over_the_events(fixtures, name):
+    """Calls, self CPU time (less child operators and runtime calls), own and total device
+    time per operator, against per_operator's sweep over the raw events. In these traces
+    the kernels' External id is the launch's correlation, and a join on it gave every
+    operator 0 s of device time."""
     path = fixtures / "traces" / f"{name}.json.gz"
-    own, total, unattributed, all_device = hta_style_attribution(_events(path))
+    expected, unattributed, all_device = per_operator(_events(path))
     rows = _rows(chrome_trace.load(path))
-    operators = rows[rows["scope"] == "operator"]
-    for metric, expected in (("self_gpu_time", own), ("gpu_time", total)):
-        measured = operators[operators["metric"] == metric].set_index("name")["value"]
-        assert measured.sum() > 0
-        for operator, micros in expected.items():
-            if micros > 0:
-                assert measured[operator] == pytest.approx(micros * 1e-6, rel=0.01), operator
+    operators = rows[(rows["scope"] == "operator") & (rows["stat"] == "total")]
+    measured = operators.pivot_table(index="name", columns="metric", values="value")
+    for operator, figures in expected.items():
+        assert measured.at[operator, "calls"] == figures["calls"], operator
+        for metric in ("self_time", "self_gpu_time", "gpu_time"):
+            assert measured.at[operator, metric] == pytest.approx(
+                figures[metric] * 1e-6, rel=0.01, abs=1e-8), (operator, metric)
+    assert measured["self_gpu_time"].sum() > 0
     if unattributed > 1e-9 * all_device:
         assert _value(rows, "operator", UNATTRIBUTED, "self_gpu_time") == pytest.approx(
             unattributed * 1e-6, rel=0.01)
@@ -160,8 +171,7 @@ def test_operator_device_time_matches_an_hta_style_attribution(fixtures, name):
     assert share == pytest.approx(1 - unattributed / all_device, abs=1e-6)
     assert share > 0.95  # nearly everything launches inside an operator in these traces
     # every microsecond of device time is somewhere: operators' own time plus the rest
-    measured_own = operators[operators["metric"] == "self_gpu_time"]["value"].sum()
-    assert measured_own == pytest.approx(all_device * 1e-6, rel=1e-9)
+    assert measured["self_gpu_time"].sum() == pytest.approx(all_device * 1e-6, rel=1e-9)
 
 
 def test_the_heaviest_operators_of_the_sampled_trace(fixtures):

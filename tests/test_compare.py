@@ -61,14 +61,16 @@ def test_a_change_below_the_threshold_passes(runs):
 def test_the_gate_refuses_runs_of_one_timing_pass(runs, tmp_path):
     single = tmp_path / "single"
     done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-o", single,
-                       "--", "0.004")
+                       "--", "0.004", "extra")
     assert done.returncode == 0, done.stderr
     _refused(profile_all("compare", runs["base"], single, "--fail-above", "10"),
              "--fail-above needs at least 2 timing passes in each run")
     shown = profile_all("compare", runs["base"], single, "--format", "json")
     assert shown.returncode == 0
     rows = [row for row in json.loads(shown.stdout) if row["kind"] == "region"]
-    assert all(row["basis"] == "3+1 runs" for row in rows)  # a prediction interval
+    assert [row["basis"] for row in rows if row["name"] != "extra"] == ["3+1 runs"] * 2
+    extra = [row for row in rows if row["name"] == "extra"]  # a region new in B: shown
+    assert len(extra) == 1 and extra[0]["verdict"] == "only in B (new)"
 
 
 def _refused(done, message):

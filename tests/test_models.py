@@ -117,7 +117,8 @@ def test_flops_profiler_patches_are_undone_in_process(tmp_path):
                               out=tmp_path / "run")
     assert (torch.bmm, torch.matmul, torch.nn.functional.linear, torch.Tensor.add) == originals
     notes = [f["error"] for p in report.meta["passes"] for f in p["backend_failures"]]
-    assert notes == ["flops-profiler left patched, put back: torch.bmm"]
+    assert notes == ["flops-profiler leaves torch functions patched after it stops; put "
+                     "back, so the script runs unchanged: torch.bmm"]
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
     assert torch.bmm(a, b).shape == (2, 3, 5)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
@@ -197,3 +198,42 @@ def _linear_spec(tmp_path):
     factory = tmp_path / "linear_model.py"
     factory.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(32, 8)\n")
     return f"{factory}:make"
+
+
+def test_steps_are_found_through_the_optimizer_when_the_script_marks_none(tmp_path):
+    report = pa.run(TARGETS / "optimizer_steps.py", backends=["wallclock", "cprofile"],
+                    out=tmp_path / "run")
+    passes = report.meta["passes"]
+    assert [(p["steps"], p["step_source"]) for p in passes] == [(12, "optimizer.step()")] * 2
+    assert passes[1]["overhead_basis"].startswith("per-step times")
+    uneven = pa.run(TARGETS / "optimizer_steps.py", [str(tmp_path / "count")],
+                    backends=["wallclock", "cprofile"], out=tmp_path / "uneven")
+    assert any("steps per pass: pass 1: 12, pass 2: 14" in line
+               for line in uneven.meta["doubts"])
+
+
+def test_unlike_work_without_steps_is_seen_in_region_calls_or_said_unknowable(tmp_path):
+    regions = pa.run(TARGETS / "uneven_regions.py", [str(tmp_path / "count")],
+                     backends=["wallclock", "flop-counter"], out=tmp_path / "regions")
+    assert any("calls of region work: pass 1: 3, pass 2: 4" in line
+               for line in regions.meta["doubts"])
+    bare = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"],
+                  out=tmp_path / "bare")
+    assert any(line.startswith("the target marks no step") for line in bare.meta["doubts"])
+
+
+def test_without_steps_the_overhead_interval_is_a_prediction_from_the_repeats(tmp_path):
+    """Not the min-max of the repeats (which a new run leaves half the time with 3): a t
+    prediction interval for one more run, computed here by hand."""
+    from scipy import stats
+
+    report = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"], repeat=3,
+                    out=tmp_path / "run")
+    passes = report.meta["passes"]
+    timing = np.log([p["target_wall_time"] for p in passes if p["timing"]])
+    profiled = next(p for p in passes if not p["timing"])
+    margin = stats.t.ppf(0.975, 2) * timing.std(ddof=1) * np.sqrt(1 + 1 / 3)
+    centre = np.log(profiled["target_wall_time"]) - timing.mean()
+    assert profiled["overhead_low"] == pytest.approx(np.exp(centre - margin))
+    assert profiled["overhead_high"] == pytest.approx(np.exp(centre + margin))
+    assert profiled["overhead_basis"] == "whole run against 3 timing passes (no steps)"

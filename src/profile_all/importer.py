@@ -29,7 +29,17 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     """Read every file first (a bad one stops everything before anything is written)."""
     if not paths:
         raise UsageError("ingest needs at least one file")
-    files = [read_any(path) for path in _expand(paths)]
+    named, found = _expand(paths)
+    files = [read_any(path) for path in named]
+    skipped = []
+    for path in found:  # files a directory holds: those that are not traces are left out
+        try:
+            files.append(read_any(path))
+        except IngestError as error:
+            skipped.append(str(error))
+    if not files:
+        raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
+                          + "; ".join(skipped[:3]))
     _number_nsys_ranks(files)
     rows = []
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
@@ -44,6 +54,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
                      "rank": file.rank, **file.facts}
                     for number, file in enumerate(files, start=1)],
         "passes": [], "passes_not_run": [], "skipped_backends": {}, "artifacts": [],
+        "doubts": _doubts(files, skipped),
     }
     report = Report.from_rows(rows, meta)
     run_dir = RunDirectory.create(out, "ingest")
@@ -53,21 +64,39 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     return report
 
 
-def _expand(paths: Sequence[str | Path]) -> list[Path]:
-    """A directory (what HTA and TensorBoard users point at) stands for the chrome traces
-    in it, at any depth, in name order: each a pass of its own, its rank from the trace."""
-    files = []
+def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
+    """(the files named, the files directories hold). A directory (what HTA and TensorBoard
+    users point at) stands for the chrome traces in it, at any depth, in name order: each
+    a pass of its own, its rank from the trace; a file there that is not a trace (a
+    config.json, profile-all's own meta.json) is left out and said to be."""
+    named, found = [], []
     for path in map(Path, paths):
         if not path.is_dir():
-            files.append(path)
+            named.append(path)
             continue
-        found = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
-                        if p.is_file()})
-        if not found:
+        inside = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
+                         if p.is_file()})
+        if not inside:
             raise IngestError(f"{path}: a directory with no trace file in it "
                               f"({', '.join(TRACE_PATTERNS)}, at any depth)")
-        files += found
-    return files
+        found += inside
+    return named, found
+
+
+def _doubts(files: list[IngestedFile], skipped: list[str]) -> list[str]:
+    """What the reader of this report should know: files left out, and several files of
+    one backend and rank, which the views add up or take the median of."""
+    said = [f"left out, not a trace: {reason}" for reason in skipped]
+    by_rank: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for file in files:
+        by_rank[(file.backend, file.rank)].append(file.path.name)
+    for (backend, rank), names in by_rank.items():
+        if len(names) > 1:
+            said.append(f"{len(names)} {backend} files hold rank {rank} ({', '.join(names)}), "
+                        "nothing tells them apart: the run, step and region rows show the "
+                        "median of the files, the operator, kernel and function tables "
+                        "their sum")
+    return said
 
 
 def _rank_in_name(path: Path) -> int | None:

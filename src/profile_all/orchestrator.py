@@ -195,6 +195,7 @@ def _pass_summary(run_pass: Pass, results: list[dict[str, Any]], wall: float,
         "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
         "process_wall_time": wall, "recovered": any(r.get("recovered") for r in results),
         "steps": max(steps) if steps else None,
+        "step_source": next((r["step_source"] for r in results if r.get("step_source")), ""),
         # the slowest rank's per-step times: read by trust.add_overheads, not saved
         "step_times": max((r.get("step_times") or [] for r in results), key=len, default=[]),
         "backend_failures": failures,

@@ -107,28 +107,53 @@ def _runtime_environment() -> dict[str, Any]:
 
 
 class StepClock:
-    """When each `pa.step()` came, in every pass whatever its backends: the per-step times
-    that a pass's overhead over the clean pass is measured with, and the step count that
-    says whether two passes did the same work. One `perf_counter` call a step."""
+    """When each step came, in every pass whatever its backends: the per-step times that a
+    pass's overhead over the clean pass is measured with, and the step count that says
+    whether two passes did the same work. A step is a `pa.step()`; in a script that calls
+    none, an `optimizer.step()` of any torch optimizer (a global hook). One `perf_counter`
+    call a step."""
 
     def __init__(self) -> None:
         self.marks = array("d")
+        self.optimizer_marks = array("d")
+        self._hook: Any = None
 
     def step(self) -> None:
         self.marks.append(perf_counter())
 
+    def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.optimizer_marks.append(perf_counter())
+
+    def start(self) -> None:
+        optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
+        if optim is not None:
+            self._hook = optim.register_optimizer_step_post_hook(self._optimizer_step)
+
+    def stop(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
     def facts(self) -> dict[str, Any]:
-        """Steps seen, and the time of each step after the first (the first has no start)."""
-        marks = self.marks
+        """Steps seen, what marked them, and the time of each step after the first (the
+        first has no start)."""
+        if self.marks:
+            marks, source = self.marks, "pa.step()"
+        elif self.optimizer_marks:
+            marks, source = self.optimizer_marks, "optimizer.step()"
+        else:
+            marks, source = array("d"), ""
         durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]
-        return {"steps": len(marks), "step_times": kept_samples(durations)}
+        return {"steps": len(marks), "step_source": source,
+                "step_times": kept_samples(durations)}
 
 
-def _children_usage() -> tuple[float, float]:
-    """(CPU seconds, largest peak RSS in bytes) of this process's ended, waited-for
-    children: forked DataLoader workers, mp.spawn and subprocess children."""
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended, waited-for children: forked DataLoader
+    workers, mp.spawn and subprocess children. (Their peak RSS is not had here: a forked
+    child's high-water mark starts at its parent's.)"""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024.0
+    return usage.ru_utime + usage.ru_stime
 
 
 class PassRun:
@@ -148,8 +173,8 @@ class PassRun:
         self.finishing = False
         self.target_started = perf_counter()
         self.clock = StepClock()
-        self._children_at_start = _children_usage()
-        self._children_during: tuple[float, float] | None = None
+        self._children_at_start = _children_cpu()
+        self._children_during = 0.0
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -168,7 +193,8 @@ class PassRun:
                 continue
             self.started.append(backend)
         regions.listen([b for b in self.started if hears_regions(b)], [self.clock])
-        self._children_at_start = _children_usage()
+        self.clock.start()
+        self._children_at_start = _children_cpu()
         self.target_started = perf_counter()
 
     def finish(self, outcome: Outcome) -> dict[str, Any]:
@@ -178,8 +204,9 @@ class PassRun:
         self.finishing = True
         regions.close_open()
         regions.listen(())
-        cpu, peak = _children_usage()  # before backends stop: their own helpers are not ours
-        self._children_during = (cpu - self._children_at_start[0], peak)
+        self.clock.stop()
+        # before backends stop: their own helper processes are not the target's
+        self._children_during = _children_cpu() - self._children_at_start
         for backend in reversed(self.started):
             try:
                 backend.stop(self.ctx)
@@ -213,8 +240,7 @@ class PassRun:
             "artifacts": artifacts,
             "backend_failures": self.failures, "runtime": _runtime_environment(),
             "target_facts": getattr(self.target, "facts", {}),
-            "children": {"cpu_time": self._children_during[0],
-                         "peak_rss": self._children_during[1]},
+            "children": {"cpu_time": self._children_during},
             **self.clock.facts(),
         }
         return self._result

@@ -66,9 +66,10 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]]) -> None:
         if not times or not own:
             return
         point = own / float(np.median(times))
-        if len(times) >= 2:
-            low, high = own / max(times), own / min(times)
-            basis = f"whole run against {len(times)} timing passes"
+        if len(times) >= 2:  # a prediction interval from the repeats' spread
+            ratio = noise.median_ratio([np.array([t]) for t in times], [np.array([own])])
+            point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
+            basis = f"whole run against {len(times)} timing passes (no steps)"
         else:
             low = high = None
             basis = "one sample each: not tested (mark steps with pa.step(), or --repeat 3)"
@@ -88,7 +89,8 @@ def doubts(passes: list[dict[str, Any]], results: list[dict[str, Any]],
     """What makes this run's numbers doubtful, a sentence each. `in_process`: the
     backends that measure inside the target's process (blind to its children).
     `comparable`: False for a model, whose passes do unlike work by design."""
-    found = _noisy_clean_pass(passes) + _different_work(passes) if comparable else []
+    found = _noisy_clean_pass(passes) + _different_work(passes, results) \
+        if comparable else []
     for summary in passes:
         if summary["overhead_verdict"].startswith("below 1"):
             found.append(
@@ -137,14 +139,43 @@ def _noisy_clean_pass(passes: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _different_work(passes: list[dict[str, Any]]) -> list[str]:
-    counted = [(p["pass"], p.get("steps")) for p in passes
-               if p.get("steps") is not None and p["status"] == "ok"]
-    if len({steps for _, steps in counted}) <= 1:
-        return []
-    listing = ", ".join(f"pass {number}: {steps}" for number, steps in counted)
-    return [f"passes did different work (steps per pass: {listing}): whole-run times and "
-            "totals do not compare; per-step figures still do"]
+def _different_work(passes: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[str]:
+    """Passes that saw different numbers of steps, or of calls of a region; or, where the
+    target marks neither, the fact that this cannot be checked."""
+    ended_well = [p for p in passes if p["status"] in ("ok", "partial")]
+    counted = [(p["pass"], p["steps"]) for p in ended_well if p.get("step_source")]
+    if counted:  # (a profiler that records a window of steps counts fewer region calls)
+        if len({steps for _, steps in counted}) == 1:
+            return []
+        listing = ", ".join(f"pass {number}: {steps}" for number, steps in counted)
+        return [f"passes did different work (steps per pass: {listing}): whole-run times "
+                "and totals do not compare; per-step figures still do"]
+    calls = _region_calls(results, {p["pass"] for p in ended_well})
+    for region, per_pass in calls.items():
+        if len(set(per_pass.values())) > 1:
+            listing = ", ".join(f"pass {number}: {count:g}" for number, count
+                                in sorted(per_pass.items()))
+            return [f"passes did different work (calls of region {region}: {listing}): "
+                    "whole-run times and totals do not compare"]
+    if len(ended_well) > 1 and not calls:
+        return ["the target marks no step (pa.step(), optimizer.step()) and no region: "
+                "whether every pass did the same work cannot be checked, and overheads rest "
+                "on whole-run times"]
+    return []
+
+
+def _region_calls(results: list[dict[str, Any]], passes: set[int]) -> dict[str, dict]:
+    """Per region path, the calls each pass's backends counted (rank 0)."""
+    calls: dict[str, dict[int, float]] = {}
+    for result in results:
+        if result["pass"] not in passes or result["rank"] != 0:
+            continue
+        for _backend, number, _rank, scope, name, parent, metric, stat, value, _unit in \
+                result["rows"]:
+            if scope == "region" and metric == "calls" and stat == "total":
+                path = f"{parent}/{name}" if parent else name
+                calls.setdefault(path, {})[number] = value
+    return calls
 
 
 def _children(results: list[dict[str, Any]], in_process: list[str]) -> list[str]:
@@ -153,13 +184,22 @@ def _children(results: list[dict[str, Any]], in_process: list[str]) -> list[str]
                   default=None)
     if busiest is None:
         return []
-    children = busiest.get("children") or {}
-    cpu = children.get("cpu_time") or 0.0
+    cpu = (busiest.get("children") or {}).get("cpu_time") or 0.0
     wall = (busiest.get("outcome") or {}).get("target_wall_time") or 0.0
     if cpu < CHILD_CPU_SECONDS or cpu < CHILD_CPU_SHARE * wall:
         return []
     blind = f"{', '.join(in_process)} measure inside the target's process and" \
         if in_process else "the backends"
+    peak = _children_peak(results)
+    memory = f", their peak RSS {peak / 2**20:.0f} MiB (memory backend)" if peak else ""
     return [f"the target's child processes (DataLoader workers, subprocesses, mp.spawn) used "
-            f"{cpu:.3g} s of CPU in pass {busiest['pass']} (largest peak RSS "
-            f"{children.get('peak_rss', 0) / 2**20:.0f} MiB): {blind} did not see that work"]
+            f"{cpu:.3g} s of CPU in pass {busiest['pass']}{memory}: {blind} did not see that "
+            "work"]
+
+
+def _children_peak(results: list[dict[str, Any]]) -> float:
+    """The children's peak RSS as the memory sampler saw it (getrusage's is the largest
+    child's high-water mark, which a forked child inherits from its parent: not theirs)."""
+    peaks = [row[-2] for result in results for row in result["rows"]
+             if row[0] == "memory" and row[3] == "run" and row[6] == "peak_rss_children"]
+    return max(peaks, default=0.0)

@@ -57,7 +57,8 @@ class FlopsProfiler(RootCounter):
         finally:
             mended = restore(saved)
             if mended:
-                self.notes.append("flops-profiler left patched, put back: "
+                self.notes.append("flops-profiler leaves torch functions patched after it "
+                                  "stops; put back, so the script runs unchanged: "
                                   + ", ".join(sorted(mended)))
         return rows
 

@@ -103,6 +103,9 @@ def _chrome_trace(path: Path) -> IngestedFile:
     from profile_all.ingest.trace_analysis import trace_rows
 
     trace = load(path)
+    if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
+        raise IngestError(f"{path}: a trace with no operator, kernel or range in it "
+                          f"({trace.columns.events} events): nothing to report")
     devices = [d.get("name") for d in trace.meta.get("deviceProperties") or []
                if isinstance(d, dict)]
     distributed = trace.meta.get("distributedInfo") or {}

@@ -118,25 +118,52 @@ def _linked(trace: ChromeTrace) -> tuple[pd.DataFrame, pd.DataFrame]:
     return device, runtime
 
 
-def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
-    """A row per operator call with its parent (position, -1 for none), cpu_time,
-    self_time, self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the
-    device time (s) that reached no operator."""
-    scale = trace.seconds_per_unit
-    ops = _frame(trace.columns.ops, _OP_COLUMNS)
-    ops = ops.sort_values(["thread", "ts", "dur"], ascending=[True, True, False],
-                          kind="stable", ignore_index=True)
-    ts, dur = ops["ts"].to_numpy(float), ops["dur"].to_numpy(float)
-    end = ts + dur
+def _nest(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(parent position or -1, depth, each thread's positions) of operators sorted by
+    (thread, ts, -dur)."""
+    ts, end = ops["ts"].to_numpy(float), (ops["ts"] + ops["dur"]).to_numpy(float)
     parent, depth = np.full(len(ops), -1), np.zeros(len(ops), dtype=int)
     threads = ops.groupby("thread", sort=False).indices
     for positions in threads.values():
         first, stop = positions[0], positions[-1] + 1
         local_parent, depth[first:stop] = _parents(ts[first:stop], end[first:stop])
         parent[first:stop] = np.where(local_parent >= 0, local_parent + first, -1)
+    return parent, depth, threads
+
+
+def _folded(ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
+    """The operators torch's own tables fold into their parent (profiler_util's
+    _remove_dup_nodes): an only child of the same name, such as `aten::sum` calling
+    `aten::sum`, so that calls and total times count such a pair once."""
+    names = ops["name"].to_numpy(object)
+    has_parent = parent >= 0
+    children = np.bincount(parent[has_parent], minlength=len(ops))
+    fold = np.zeros(len(ops), dtype=bool)
+    above = parent[has_parent]
+    fold[has_parent] = (names[above] == names[has_parent]) & (children[above] == 1)
+    return fold
+
+
+def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
+    """A row per operator call with its parent (position, -1 for none), cpu_time,
+    self_time (less its child operators and the runtime calls it made, as torch counts
+    it), self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the device
+    time (s) that reached no operator."""
+    scale = trace.seconds_per_unit
+    ops = _frame(trace.columns.ops, _OP_COLUMNS)
+    ops = ops.sort_values(["thread", "ts", "dur"], ascending=[True, True, False],
+                          kind="stable", ignore_index=True)
+    parent, depth, threads = _nest(ops)
+    fold = _folded(ops, parent)
+    if fold.any():  # drop the folded ones: their children and launches go to the parent
+        ops = ops[~fold].reset_index(drop=True)
+        parent, depth, threads = _nest(ops)
+    ts, dur = ops["ts"].to_numpy(float), ops["dur"].to_numpy(float)
+    end = ts + dur
 
     device, runtime = _linked(trace)
-    launcher = np.full(len(runtime), -1)  # the operator each runtime call is inside
+    inside_of = np.full(len(runtime), -1)  # the innermost operator around each call
+    launcher = np.full(len(runtime), -1)  # the operator that launched it
     for thread, calls in runtime.groupby("thread", sort=False).indices.items():
         if thread in threads:
             positions = threads[thread]
@@ -144,6 +171,7 @@ def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
             local_parent = np.where(parent[first:stop] >= 0, parent[first:stop] - first, -1)
             inside = _enclosing(ts[first:stop], end[first:stop], local_parent,
                                 runtime["ts"].to_numpy(float)[calls])
+            inside_of[calls] = np.where(inside >= 0, inside + first, -1)
             inside = _named_ancestor(inside, local_parent,
                                      ops["external_id"].to_numpy()[first:stop],
                                      runtime["external_id"].to_numpy()[calls])
@@ -152,8 +180,11 @@ def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
     device_dur = device["dur"].to_numpy(float)
     attributed = owner >= 0
     self_gpu = np.bincount(owner[attributed], weights=device_dur[attributed],
-                           minlength=len(ops))
-    children, total_gpu = np.zeros(len(ops)), self_gpu.copy()
+                           minlength=len(ops)).astype(float)
+    in_op = inside_of >= 0  # a runtime call is a CPU child of its operator, as in torch
+    children = np.zeros(len(ops))  # (bincount of nothing with weights gives integers)
+    np.add.at(children, inside_of[in_op], runtime["dur"].to_numpy(float)[in_op])
+    total_gpu = self_gpu.copy()
     for level in range(int(depth.max(initial=0)), 0, -1):  # deepest first: sums go up
         here = np.flatnonzero((depth == level) & (parent >= 0))
         np.add.at(children, parent[here], dur[here])
@@ -164,6 +195,7 @@ def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
     ops["self_gpu_time"] = self_gpu * scale
     ops["gpu_time"] = total_gpu * scale
     ops.attrs["unattributed"] = float(device_dur[~attributed].sum()) * scale
+    ops.attrs["folded"] = int(fold.sum())
     return ops
 
 

@@ -81,6 +81,22 @@ def _timed(a: Any, b: Any, confidence: float, resamples: int, seed: int) -> list
                          ci_low=ratio.low, ci_high=ratio.high, basis=ratio.basis,
                          verdict=ratio.verdict if ratio.tested else UNTESTED)
         found.append(entry)
+    return found + _one_side(runs_a, runs_b)
+
+
+def _one_side(runs_a: dict[tuple, list], runs_b: dict[tuple, list]) -> list[dict]:
+    """Regions, steps and models timed in one run only: a region that appeared or went is
+    a change too, and is shown, not dropped."""
+    found = []
+    for runs, other, side in ((runs_a, runs_b, "a"), (runs_b, runs_a, "b")):
+        for key in [k for k in runs if k not in other]:
+            scope, backend, metric, name, parent = key
+            values = np.concatenate(runs[key])
+            found.append({"kind": scope, "name": name, "parent": parent, "backend": backend,
+                          "metric": f"{metric} median", side: float(np.median(values)),
+                          f"calls_{side}": len(values), f"runs_{side}": len(runs[key]),
+                          "basis": "", "verdict": "only in A (gone in B)" if side == "a"
+                          else "only in B (new)"})
     return found
 
 
@@ -134,7 +150,7 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     b / a - 1. UsageError when the runs have no region, step or model in common.
     `attrs["notes"]`: what makes the two runs unlike, a sentence each."""
     timed = _timed(a, b, confidence, resamples, seed)
-    if not timed:
+    if all(row["verdict"].startswith("only in") for row in timed):
         names_a = sorted(set(a.samples["name"])) or ["none"]
         names_b = sorted(set(b.samples["name"])) or ["none"]
         raise UsageError(

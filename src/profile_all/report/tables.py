@@ -185,7 +185,7 @@ def api_table(report: Report, top: int | None) -> pd.DataFrame:
 
 
 def fmt_bandwidth(value: Any) -> str:
-    return "" if value is None or pd.isna(value) else f"{value / 1e9:.3g} GB/s"
+    return "" if value is None or pd.isna(value) else f"{value / 1e9:,.4g} GB/s"
 
 
 def _fmt_by_unit(value: Any, unit: str) -> str:
@@ -246,6 +246,8 @@ def modules_table(report: Report, top: int | None) -> pd.DataFrame:
     modules = report.modules()
     if modules.empty:
         return pd.DataFrame()
+    counted = modules[[c for c in modules.columns[3:] if not c.endswith(" calls")]]
+    modules = modules[counted.notna().any(axis=1)]  # a module no counter saw called
     shown = pd.DataFrame({"module": modules["module"], "type": modules["type"].fillna(""),
                           "params": modules["params"].map(fmt_count)})
     for column in modules.columns[3:]:

@@ -14,27 +14,47 @@ TOP = 10
 _NAME_COLUMNS = {"function", "operator", "kernel", "copy or fill", "CUDA API call"}
 
 
-def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0) -> Table:
+def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
+               width: int | None = None) -> Table:
+    """Figures never wrap or shrink; the long text columns (names, errors) share what is
+    left of `width` (the console's), names cut short with an ellipsis."""
     caption = f"{left_out:,} more rows not shown (--top N to see more)" if left_out else None
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    short = {column: _short_values(frame[column]) for column in frame.columns}
+    widths = {column: max([len(str(v)) for v in frame[column]]
+                          + [len(word) for word in str(column).split()])
+              for column in frame.columns if short[column]}
+    long = [column for column in frame.columns if not short[column]]
+    room = None
+    if width and long:  # borders and padding: 3 a column, and 1
+        room = max(12, (width - sum(widths.values()) - 3 * len(frame.columns) - 1) // len(long))
     for position, column in enumerate(frame.columns):
-        if position == 0 and str(column) in _NAME_COLUMNS:  # kernel names run to pages
-            table.add_column(str(column), overflow="ellipsis", no_wrap=True, max_width=90)
+        if short[column]:
+            table.add_column(str(column), no_wrap=True, min_width=widths[column])
+        elif position == 0 and str(column) in _NAME_COLUMNS:  # kernel names run to pages
+            table.add_column(str(column), overflow="ellipsis", no_wrap=True,
+                             max_width=min(90, room or 90))
         else:
-            table.add_column(str(column), overflow="fold")
+            table.add_column(str(column), overflow="fold", max_width=room)
     for values in frame.itertuples(index=False):
         table.add_row(*(str(v) for v in values))
     return table
 
 
+def _short_values(values: pd.Series) -> bool:
+    """A column of figures (`1.2 ms`, `1,024`, `+3.1%`): kept on one line."""
+    return bool(values.map(lambda v: len(str(v)) <= 16).all())
+
+
 def render(report: Report, console: Console, top: int = TOP) -> None:
     """Every table of the report; long ones cut to `top` rows, with a count of the rest."""
-    console.print(rich_table("Passes", tables.passes_table(report)))
+    width = console.width
+    console.print(rich_table("Passes", tables.passes_table(report), width=width))
     for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
                          ("Batch-size search", tables.batches_table(report)),
                          ("FLOP counters side by side", tables.counters_table(report))):
         if not table.empty:
-            console.print(rich_table(title, table))
+            console.print(rich_table(title, table, width=width))
     for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
                          ("Run, steps and regions", tables.summary_table(report)),
                          ("Across ranks (total time per rank)", tables.ranks_table(report)),
@@ -45,7 +65,7 @@ def render(report: Report, console: Console, top: int = TOP) -> None:
                          ("CUDA API calls by host time", tables.api_table(report, None)),
                          ("Line-by-line memory", tables.lines_table(report))):
         if not table.empty:
-            console.print(rich_table(title, *tables.cut(table, top)))
+            console.print(rich_table(title, *tables.cut(table, top), width=width))
     for line in tables.problems(report):
         console.print(Text(line, style="yellow"))
     if report.run_dir:
