@@ -4,10 +4,12 @@ target is left running headless."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 
+import psutil
 import pytest
 
 import profile_all as pa
@@ -67,13 +69,15 @@ def test_sigkill_to_profile_all_takes_its_pass_along_and_the_next_run_tidies_up(
     with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
         running.wait_for("ready")
         partial = [p for p in tmp_path.iterdir() if p.name.startswith(".run.partial-")]
-        assert len(partial) == 1 and processes_with(str(partial[0]))  # the worker runs
+        assert len(partial) == 1
+        under = psutil.Process(running.process.pid).children(recursive=True)
+        assert under  # the fork server, the pass's worker (the target runs in it)
         os.kill(running.process.pid, signal.SIGKILL)
         assert running.finish() == -signal.SIGKILL
         deadline = time.monotonic() + 30  # the worker sees its parent gone within 0.5 s
-        while processes_with(str(partial[0])) and time.monotonic() < deadline:
+        while _alive(under) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert processes_with(str(partial[0])) == []
+        assert _alive(under) == []
     assert partial[0].is_dir() and not run_dir.exists()  # nothing was committed
     done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock",
                        "-o", tmp_path / "next")
@@ -81,10 +85,20 @@ def test_sigkill_to_profile_all_takes_its_pass_along_and_the_next_run_tidies_up(
     assert not partial[0].exists()  # an abandoned work folder, removed
 
 
+def _alive(processes: list[psutil.Process]) -> list[str]:
+    alive = []
+    for one in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if one.status() != psutil.STATUS_ZOMBIE:
+                alive.append(" ".join(one.cmdline()))
+    return alive
+
+
 def test_a_background_child_holding_stdout_is_ended_and_named(tmp_path):
     script = tmp_path / "leaves_a_child.py"
     script.write_text("import subprocess\nsubprocess.Popen(['sleep', '300'])\n"
                       "print('left a child', flush=True)\n")
+    before = {one.pid for one in psutil.process_iter() if _is_sleep_300(one)}
     started = time.monotonic()
     done = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
@@ -93,7 +107,13 @@ def test_a_background_child_holding_stdout_is_ended_and_named(tmp_path):
     left = report.meta["passes"][0]["left_running"]
     assert len(left) == 1 and "sleep 300" in left[0]
     assert "sleep 300" in (tmp_path / "run" / "summary.md").read_text()
-    assert not [c for c in processes_with("sleep 300") if c.strip() == "sleep 300"]
+    assert {one.pid for one in psutil.process_iter() if _is_sleep_300(one)} <= before
+
+
+def _is_sleep_300(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.cmdline() == ["sleep", "300"] and process.status() != "zombie"
+    return False
 
 
 def test_os_exit_inside_a_region_counts_the_region_up_to_the_exit(tmp_path):

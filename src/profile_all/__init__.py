@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str] | None = None,
         out: str | Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
-        launch: Launch | None = None, repeat: int = 1) -> Any:
+        launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     backends: names as `profile-all backends` lists them (default: every backend that can
@@ -56,6 +56,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     repeat: how many times the clean timing pass runs, spread over the run; its repeats
     measure the run-to-run noise that overheads and `compare` are judged by (3 or more
     for a comparison that gates CI).
+    fresh_processes: a fresh interpreter for every pass, instead of forking each from a
+    server that imported torch once (seconds saved a pass).
     """
     from profile_all import orchestrator
     from profile_all.targets import ScriptTarget
@@ -75,7 +77,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     launch = launch or Launch(nproc_per_node=str(nproc_per_node))
     return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
-                            repeat=repeat)
+                            repeat=repeat,
+                            fresh_processes=validate.flag("fresh_processes", fresh_processes))
 
 
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,

@@ -57,6 +57,9 @@ def run(
     repeat: Annotated[int, typer.Option(
         min=1, help="run the clean timing pass N times, spread over the run: its repeats "
         "measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
+    fresh_processes: Annotated[bool, typer.Option(
+        help="a fresh interpreter for every pass, instead of forking each from a server "
+        "that imported torch once")] = False,
     region_cpu_time: Annotated[bool, typer.Option(
         help="wallclock: CPU time per region and step too (two system calls a region)")]
     = False,
@@ -118,7 +121,7 @@ def run(
                  "cuda-events": {"warmup_steps": warmup_steps},
                  "nsys": {"module_ranges": nvtx_modules},
                  "memory": {"interval": memory_interval, "lines": memory_lines or []}},
-        launch=launch, repeat=repeat)
+        launch=launch, repeat=repeat, fresh_processes=fresh_processes)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import orjson
 import pandas as pd
 
-from profile_all import backends, derived, environment, process, trust, validate
+from profile_all import backends, derived, environment, forkserver, process, trust, validate
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
 from profile_all.launch import Launch
@@ -72,7 +72,8 @@ def _finish_wrappers(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | None,
-                launch: Launch, stops: process.StopRequests
+                launch: Launch, stops: process.StopRequests,
+                server: forkserver.ForkServer | None
                 ) -> tuple[list[dict[str, Any]], str, list[str]]:
     """Run one pass in a worker (a worker per rank under torchrun); (a result per rank, how
     the pass ended: `exited`, `timeout` or the name of the stop signal profile-all got, the
@@ -86,8 +87,11 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | No
     argv = launch.argv(number, worker) if launch.distributed else [sys.executable, *worker]
     for wrapper in _wrappers(spec):
         argv = wrapper.wrap(argv, _context(spec))
-    pass_process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+    if server is not None and not launch.distributed and not _wrappers(spec):
+        pass_process = server.start(spec_path, env)
+    else:
+        pass_process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        start_new_session=True, env=env)
     tees = [process.Tee(pass_process.stdout, "stdout",
                         run_dir.artifacts / f"pass{number}.stdout.log"),
             process.Tee(pass_process.stderr, "stderr",
@@ -213,23 +217,64 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         options: dict[str, dict[str, Any]] | None = None,
         observer: Observer | None = None, command: list[str] | None = None,
         peak_flops: float | None = None, launch: Launch | None = None,
-        repeat: int = 1) -> Report:
+        repeat: int = 1, fresh_processes: bool = False) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
     timing pass runs, spread over the run (its repeats measure the run-to-run noise).
     With passes in processes of their own, a stop signal to this process (SIGTERM, SIGHUP,
-    SIGINT) stops the running pass and writes what was measured."""
+    SIGINT) stops the running pass and writes what was measured. Passes are forked from a
+    server that imported what they need once (forkserver), unless `fresh_processes` asks
+    for an interpreter each, or they run under torchrun or nsys."""
     stops = process.StopRequests()
     with stops.installed() if isolate else contextlib.nullcontext():
         return _run(target, backend_names, out, timeout, isolate, options, observer, command,
-                    peak_flops, launch, repeat, stops)
+                    peak_flops, launch, repeat, fresh_processes, stops)
+
+
+def _run_passes(passes: list[Pass], base: dict[str, Any], target: Any, run_dir: RunDirectory,
+                timeout: float | None, isolate: bool, launch: Launch,
+                stops: process.StopRequests, server: forkserver.ForkServer | None,
+                observer: Observer | None) -> tuple[list[dict], list[dict], str]:
+    """Each pass in turn (in a worker, or in this process); (every rank's result, a
+    summary per pass run, the run's status so far)."""
+    results, summaries, status = [], [], "complete"
+    for run_pass in passes:
+        if observer:
+            observer.pass_started(run_pass, len(passes))
+        spec = {**base, "pass": run_pass.index, "backends": run_pass.backends,
+                "mode": "bench" if run_pass.timing else "once",
+                "result_path": str(
+                    (run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
+                     ).resolve())}
+        started = perf_counter()
+        ended, left = "exited", []
+        if isolate:
+            pass_results, ended, left = _run_worker(spec, run_dir, timeout, launch, stops,
+                                                    server)
+            _finish_wrappers(spec, pass_results[0])
+        else:
+            pass_results = [PassRun(spec, own_process=False, target=target).run()]
+        for result in pass_results:
+            _pass_verdict(result["outcome"], ended, timeout)
+        summary = _pass_summary(run_pass, pass_results, perf_counter() - started,
+                                launch.distributed)
+        if left:
+            summary["left_running"] = left
+        results += pass_results
+        summaries.append(summary)
+        if observer:
+            observer.pass_ended(run_pass, len(passes), summary)
+        if summary["status"] == "interrupted" or stops.signum is not None:
+            status = "interrupted"
+            break
+    return results, summaries, status
 
 
 def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
          out: Path | None, timeout: float | None, isolate: bool,
          options: dict[str, dict[str, Any]] | None, observer: Observer | None,
          command: list[str] | None, peak_flops: float | None, launch: Launch | None,
-         repeat: int, stops: process.StopRequests) -> Report:
+         repeat: int, fresh_processes: bool, stops: process.StopRequests) -> Report:
     launch = launch or Launch()
     launch.validate()
     if launch.distributed and not isolate:
@@ -250,52 +295,34 @@ def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None
                                 backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
     if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
         raise validate.ArgumentValueError("nsys launches its pass's process: it needs isolate=True")
-    target.validate()
     if not selection.runnable and not is_model:
         raise UsageError("no requested backend can run here: " + "; ".join(
             f"{name}: {why}" for name, why in selection.skipped.items()))
-    passes = plan_passes(selection.runnable, timing_pass=is_model, repeat=repeat)
     preimport = backends.preimports(selection.runnable)
     if launch.distributed:
         # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
         # DDP's teardown about one run in two, under bare torchrun too
         # (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
         preimport = [module for module in preimport if module != "torch._dynamo"]
-    run_dir = RunDirectory.create(out, target.label)
-
-    results, summaries, status = [], [], "complete"
-    for run_pass in passes:
-        if observer:
-            observer.pass_started(run_pass, len(passes))
-        spec = {"pass": run_pass.index, "backends": run_pass.backends,
-                "mode": "bench" if run_pass.timing else "once",
-                "target": target.to_spec(), "options": options or {}, "preimport": preimport,
+    target.validate()
+    forked = isolate and not fresh_processes and not launch.distributed \
+        and forkserver.fork_available()
+    # started before the folder is made: it imports torch meanwhile
+    server = forkserver.ForkServer(
+        [*preimport, "profile_all.worker", *{cls.__module__ for cls in selection.runnable}],
+        dict(os.environ, PYTHONUNBUFFERED="1")) if forked else None
+    try:
+        passes = plan_passes(selection.runnable, timing_pass=is_model, repeat=repeat)
+        run_dir = RunDirectory.create(out, target.label)
+        base = {"target": target.to_spec(), "options": options or {}, "preimport": preimport,
                 "distributed": launch.distributed, "parent_pid": os.getpid(),
                 "artifacts_dir": str(run_dir.artifacts.resolve()),
-                "scratch_dir": str(run_dir.scratch.resolve()),
-                "result_path": str(
-                    (run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
-                     ).resolve())}
-        started = perf_counter()
-        ended, left = "exited", []
-        if isolate:
-            pass_results, ended, left = _run_worker(spec, run_dir, timeout, launch, stops)
-            _finish_wrappers(spec, pass_results[0])
-        else:
-            pass_results = [PassRun(spec, own_process=False, target=target).run()]
-        for result in pass_results:
-            _pass_verdict(result["outcome"], ended, timeout)
-        summary = _pass_summary(run_pass, pass_results, perf_counter() - started,
-                                launch.distributed)
-        if left:
-            summary["left_running"] = left
-        results += pass_results
-        summaries.append(summary)
-        if observer:
-            observer.pass_ended(run_pass, len(passes), summary)
-        if summary["status"] == "interrupted" or stops.signum is not None:
-            status = "interrupted"
-            break
+                "scratch_dir": str(run_dir.scratch.resolve())}
+        results, summaries, status = _run_passes(
+            passes, base, target, run_dir, timeout, isolate, launch, stops, server, observer)
+    finally:
+        if server is not None:
+            server.close()
 
     trust.add_overheads(summaries, comparable=not is_model)
     doubts = trust.doubts(summaries, results, [cls.name for cls in selection.runnable
@@ -327,6 +354,10 @@ def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None
         "skipped_backends": selection.skipped,
         "doubts": doubts,
         "preimported": preimport,
+        # how the passes' processes began: forked from a server that had imported the
+        # preimported modules (one hash seed for all), or a fresh interpreter each
+        "process_start": "in this process" if not isolate else
+        "fork" if server is not None else "fresh interpreter",
         "ranks": sorted({result["rank"] for result in results}),
         "artifacts": [a for r in results for a in r["artifacts"]],
     }

@@ -38,6 +38,8 @@ import psutil
 from profile_all.fileio import write_atomic
 from profile_all.passrun import Outcome, PassRun, Terminated
 
+#: the worker's own pid, set as it starts (a worker forked from the fork server imported
+#: this module in the server)
 _WORKER_PID = os.getpid()
 _real_os_exit = os._exit
 #: how long the main thread gets to act on SIGTERM before the watcher finishes the pass
@@ -114,6 +116,8 @@ def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    global _WORKER_PID
+    _WORKER_PID = os.getpid()
     spec = orjson.loads(Path(argv[1]).read_bytes())
     if spec.get("distributed"):  # one of several ranks, started by torchrun
         spec["rank"], spec["world_size"] = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

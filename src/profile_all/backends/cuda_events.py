@@ -16,8 +16,11 @@ the streams are synchronised with it; the numbers are the current stream's.
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
-import shutil
+import re
+from pathlib import Path
 from typing import Any, ClassVar
 
 from profile_all import validate
@@ -29,9 +32,38 @@ STEP = ("step", None)
 _MS = 1e-3  # elapsed_time is in milliseconds
 
 
-def _driver_present() -> bool:
-    """A cheap look for an NVIDIA driver, so that no torch import is paid where none is."""
-    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
+def _torch_cuda_build() -> str | None:
+    """The CUDA version torch was built for, read from its version file without importing
+    it (seconds, and it must not touch the device in profile-all's process); None for a
+    CPU build."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    version = Path(spec.submodule_search_locations[0]) / "version.py"
+    try:
+        match = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", version.read_text(),
+                          re.MULTILINE)
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def _gpus() -> int:
+    """How many GPUs NVML sees (no CUDA context is made), 0 without a driver; and none
+    when CUDA_VISIBLE_DEVICES hides them all."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return 0
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_uint(0)
+    if nvml.nvmlInit_v2() != 0:
+        return 0
+    try:
+        return count.value if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 else 0
+    finally:
+        nvml.nvmlShutdown()
 
 
 class CudaEvents(Backend):
@@ -51,12 +83,12 @@ class CudaEvents(Backend):
         ok, reason = super().available()
         if not ok:
             return ok, reason
-        if not _driver_present():
-            return False, "CUDA not available (no NVIDIA driver found)"
-        import torch
-
-        if not torch.cuda.is_available():
-            return False, "CUDA not available (torch.cuda.is_available() is False)"
+        built = _torch_cuda_build()
+        if built is None:
+            return False, "CUDA not available (torch is a CPU build)"
+        if not _gpus():
+            return False, (f"CUDA not available (torch is built for CUDA {built}, but NVML "
+                           "sees no GPU: no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them)")
         return True, ""
 
     def start(self, ctx: PassContext) -> None:

@@ -1,0 +1,231 @@
+"""Passes forked from one server that has imported everything once, instead of a fresh
+interpreter and an `import torch` (seconds) per pass.
+
+profile-all starts `python -m profile_all.forkserver MODULES...` once a run: it imports the
+modules every pass imports before its target (torch, torch._dynamo, the worker and the
+run's backends), says it is ready, and then, per pass, receives the pass's spec, working
+folder, environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks,
+and reports the child's pid and, once it has ended, how it ended. The child makes a
+session of its own, takes those descriptors as 0, 1 and 2, moves to the folder, takes the
+environment, reseeds Python's and numpy's random generators (a fresh interpreter seeds
+them from the OS), and runs the worker exactly as `python -m profile_all.worker SPEC`
+would: the target sees its own argv, `__main__`, folder on sys.path and cwd.
+
+The server never touches CUDA (forking after CUDA is initialised is unsafe): it imports,
+and every check of a device happens in the children. Torchrun ranks, nsys passes, and runs
+asked for fresh interpreters do not use it; `ForkedPass` looks like a `subprocess.Popen`
+to the orchestrator, so the rest of a pass's handling is the same either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+#: bytes enough for one message (a JSON line)
+MESSAGE_BYTES = 1 << 16
+_PR_SET_PDEATHSIG = 1
+
+
+def fork_available() -> bool:
+    return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+
+
+def _die_with_parent() -> None:
+    """The server goes when profile-all goes (Linux); elsewhere its passes still watch
+    profile-all's pid, and the server ends when its socket closes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _send(channel: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
+    payload = json.dumps(message).encode() + b"\n"
+    if fds:
+        socket.send_fds(channel, [payload], fds)
+    else:
+        channel.sendall(payload)
+
+
+class _Lines:
+    """JSON messages, a line each, read from a stream socket (which may hand over half a
+    line, or two, at a time)."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self._buffer = b""
+
+    def read(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next message; None when the other side closed; TimeoutError after
+        `timeout` seconds without a whole one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.channel.settimeout(left)
+            try:
+                chunk = self.channel.recv(MESSAGE_BYTES)
+            finally:
+                self.channel.settimeout(None)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line.decode())
+
+
+def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+    """In the forked child: become the pass's worker, as a fresh one would start."""
+    channel.close()
+    os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    launch = json.loads(Path(request["launch"]).read_text())
+    os.chdir(launch["cwd"])
+    os.environ.clear()
+    os.environ.update(launch["env"])
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
+    code = 1
+    try:
+        from profile_all import worker
+
+        code = worker.main(sys.argv)
+    except SystemExit as error:
+        code = error.code if isinstance(error.code, int) else 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(channel: socket.socket, modules: list[str]) -> None:
+    """Import, say ready, then fork a worker per request until the socket closes."""
+    _die_with_parent()
+    for module in modules:
+        importlib.import_module(module)
+    _send(channel, {"ready": os.getpid()})
+    while True:
+        payload, fds, _flags, _address = socket.recv_fds(channel, MESSAGE_BYTES, 3)
+        if not payload:
+            return
+        request = json.loads(payload.decode())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_child(request, fds, channel)
+        for fd in fds:
+            os.close(fd)
+        _send(channel, {"pid": pid})
+        _pid, status = os.waitpid(pid, 0)
+        _send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+class ForkServer:
+    """The server process, from profile-all's side: started once a run, closed after."""
+
+    def __init__(self, modules: list[str], env: dict[str, str]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.channel, self.lines = ours, _Lines(ours)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "profile_all.forkserver", str(theirs.fileno()), *modules],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+            env=env)
+        theirs.close()
+        self._ready = False
+
+    def wait_ready(self) -> None:
+        if not self._ready:
+            message = self.lines.read()
+            if message is None or "ready" not in message:
+                raise OSError(f"the fork server did not start (exit {self.process.poll()})")
+            self._ready = True
+
+    def start(self, spec_path: Path, env: dict[str, str]) -> ForkedPass:
+        """A pass's worker, forked: its stdout and stderr come back through pipes, its
+        stdin is ours."""
+        self.wait_ready()
+        launch = spec_path.with_suffix(".launch.json")
+        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = _stdin()
+        try:
+            _send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
+                  [stdin, out_write, err_write])
+        finally:
+            for fd in (out_write, err_write):
+                os.close(fd)
+            if stdin != 0:
+                os.close(stdin)
+        message = self.lines.read()
+        if message is None or "pid" not in message:
+            raise OSError("the fork server stopped before forking a pass")
+        return ForkedPass(message["pid"], self.lines, os.fdopen(out_read, "rb"),
+                          os.fdopen(err_read, "rb"))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.channel.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _stdin() -> int:
+    """Our stdin's descriptor for the pass (as Popen passes it on), else /dev/null's."""
+    try:
+        os.fstat(0)
+        return 0
+    except OSError:
+        return os.open(os.devnull, os.O_RDONLY)
+
+
+class ForkedPass:
+    """A forked worker seen as a `subprocess.Popen`: pid, stdout, stderr, wait, returncode.
+    It is the server's child, not ours: its end comes as a message from the server."""
+
+    def __init__(self, pid: int, lines: _Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
+        self.pid, self.stdout, self.stderr = pid, stdout, stderr
+        self._lines = lines
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                message = self._lines.read(timeout)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout) from None
+            # no message: the server died, and took its worker along
+            self.returncode = message["returncode"] if message else -signal.SIGKILL
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+def main(argv: list[str]) -> None:
+    channel = socket.socket(fileno=int(argv[1]))
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # profile-all left
+        serve(channel, argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
