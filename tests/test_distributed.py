@@ -80,7 +80,10 @@ def test_a_hanging_rank_is_stopped_by_the_timeout_and_both_ranks_kept(tmp_path):
     rank1 = frame[(frame["rank"] == 1) & (frame["scope"] == "region")
                   & (frame["name"] == "train_step")]
     assert rank1[rank1["metric"] == "calls"]["value"].item() == 4
-    assert rank1[(rank1["metric"] == "wall_time") & (rank1["stat"] == "max")]["value"].item() > 10
+    hung = rank1[(rank1["metric"] == "wall_time") & (rank1["stat"] == "max")]["value"].item()
+    ranks = pa.load(out).meta["passes"][0]["ranks"]
+    rank_time = next(r["target_wall_time"] for r in ranks if r["rank"] == 1)
+    assert hung > 0.5 * rank_time  # most of the rank's time: where it hung
 
 
 def test_the_target_sees_what_torchrun_gives_it(tmp_path):

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, Running, profile_all
 
 SCRIPT = TARGETS / "regions_then.py"
 BACKENDS = ["-b", "wallclock", "-b", "cprofile"]  # a timing pass and a tracer pass
@@ -92,16 +90,10 @@ def test_timeout_stops_each_pass_and_exits_124(tmp_path):
 
 def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(tmp_path):
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "profile_all", "run", str(SCRIPT), *BACKENDS, "-o", str(run_dir),
-         "--", "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    deadline = time.monotonic() + 60
-    while process.stdout.readline().strip() != "ready":
-        assert time.monotonic() < deadline and process.poll() is None
-    os.killpg(process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
-    _out, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
+    with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
+        running.wait_for("ready")
+        os.killpg(running.process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        assert running.finish() == 130, running.stderr
     report = _check_kept(run_dir, status="interrupted", exit_code=130,
                          error="interrupted (Ctrl-C)")
     assert report.meta["status"] == "interrupted"
