@@ -25,8 +25,10 @@ def export_command(nsys: str, report: Path, output: Path) -> list[str]:
 
 
 def _export(nsys: str, report: Path, output: Path) -> None:
+    """nsys export of `report` (named in messages as the user gave it) into `output`."""
     try:
-        done = subprocess.run(export_command(nsys, report, output), capture_output=True,
+        done = subprocess.run(export_command(nsys, report.resolve(), output),
+                              capture_output=True,
                               text=True, timeout=EXPORT_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         raise IngestError(f"{report}: nsys export took more than {EXPORT_TIMEOUT_SECONDS} s; "
@@ -51,6 +53,6 @@ def read_nsys_rep(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
             f"{path}` where it is and ingest the .sqlite it writes")
     with tempfile.TemporaryDirectory(prefix="profile-all-nsys-") as scratch:
         output = Path(scratch) / f"{path.stem}.sqlite"
-        _export(nsys, path.resolve(), output)
+        _export(nsys, path, output)
         rows, facts = read_export(output)
     return rows, {**facts, "report": "nsys-rep"}
