@@ -41,9 +41,11 @@ def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False,
     before = Counter(round(k * len(others) / (repeats - 1)) if repeats > 1 else 0
                      for k in range(repeats))
     order: list[tuple[list[str], int]] = []
+    done = 0
     for position in range(len(others) + 1):
         for _ in range(before[position]):
-            order.append((timers, sum(1 for _, number in order if number) + 1))
+            done += 1
+            order.append((timers, done))
         if position < len(others):
             order.append((others[position], 0))
     return [Pass(index, names, timing=number > 0, repeat=number)
