@@ -77,7 +77,7 @@ def measured_frame(rows):
     """A backend's or reader's rows (MEASURED columns) as a DataFrame."""
     import pandas as pd
 
-    from profile_all.report.schema import MEASURED
+    from profile_all.rows import MEASURED
 
     return pd.DataFrame(rows, columns=MEASURED)
 

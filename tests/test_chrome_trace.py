@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from conftest import measured_frame, value_of
-from profile_all.ingest import IngestError, chrome_trace
-from profile_all.ingest.trace_analysis import trace_rows
-from profile_all.report.schema import UNATTRIBUTED
+from profile_all.readers import IngestError, chrome_trace
+from profile_all.readers.trace_analysis import trace_rows
+from profile_all.rows import UNATTRIBUTED
 
 
 def _rows(trace) -> pd.DataFrame:

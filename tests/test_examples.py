@@ -10,7 +10,7 @@ import pytest
 
 import profile_all as pa
 from conftest import EXAMPLES, profile_all
-from profile_all.report.schema import COLUMNS
+from profile_all.rows import COLUMNS
 
 
 @pytest.fixture(scope="module")

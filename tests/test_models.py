@@ -10,7 +10,7 @@ import torch
 
 import profile_all as pa
 from conftest import REPO
-from profile_all import bench
+from profile_all.model import bench
 
 EXAMPLES = REPO / "scripts" / "examples" / "models.py"
 

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from conftest import measured_frame, value_of
-from profile_all.ingest import IngestError
-from profile_all.ingest.detect import read_any
-from profile_all.ingest.nsys_csv import read_nsys_csv
+from profile_all.readers import IngestError
+from profile_all.readers.detect import read_any
+from profile_all.readers.nsys_csv import read_nsys_csv
 
 GPU_TRACE = ("Start (ns),Duration (ns),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,"
              "StcSMem (MB),DymSMem (MB),Bytes (MB),Throughput (MB/s),SrcMemKd,DstMemKd,Device,"

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import measured_frame, value_of
-from profile_all.ingest import IngestError
-from profile_all.ingest.nsys_sqlite import read_export, read_nsys
+from profile_all.readers import IngestError
+from profile_all.readers.nsys_sqlite import read_export, read_nsys
 
 
 def _rows(path) -> pd.DataFrame:

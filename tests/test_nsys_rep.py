@@ -12,9 +12,9 @@ import textwrap
 import pytest
 
 from conftest import measured_frame
-from profile_all.ingest import IngestError
-from profile_all.ingest.detect import read_any
-from profile_all.ingest.nsys_sqlite import read_export
+from profile_all.readers import IngestError
+from profile_all.readers.detect import read_any
+from profile_all.readers.nsys_sqlite import read_export
 
 
 def fake_nsys(directory, export, argv_file, fail: bool = False):

@@ -7,9 +7,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from profile_all.ingest import IngestError
-from profile_all.ingest.pstats_reader import read_pstats
-from profile_all.report.schema import MEASURED
+from profile_all.readers import IngestError
+from profile_all.readers.pstats_reader import read_pstats
+from profile_all.rows import MEASURED
 
 
 def test_reads_hatchets_recursive_profile(fixtures):

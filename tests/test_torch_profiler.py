@@ -6,7 +6,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, measured_frame, profile_all, value_of
-from profile_all.ingest import chrome_trace
+from profile_all.readers import chrome_trace
 
 
 def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
@@ -90,7 +90,7 @@ def test_live_trace_operators_match_torchs_own_key_averages(tmp_path):
     calls itself (aten::sum) folded into one call as torch folds it."""
     import torch
 
-    from profile_all.ingest.trace_analysis import operator_frame
+    from profile_all.readers.trace_analysis import operator_frame
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 10))
@@ -128,7 +128,7 @@ def test_live_cuda_trace_device_time_per_operator_matches_torchs_own(tmp_path):
     least 95% of the device time attributed."""
     import torch
 
-    from profile_all.ingest.trace_analysis import trace_rows
+    from profile_all.readers.trace_analysis import trace_rows
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3), torch.nn.ReLU(),
                                 torch.nn.Flatten(), torch.nn.LazyLinear(10)).cuda()

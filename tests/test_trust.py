@@ -11,9 +11,10 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
-from profile_all import noise, trust
+from profile_all import noise
 from profile_all.backends import load
-from profile_all.plan import plan_passes
+from profile_all.runner import trust
+from profile_all.runner.plan import plan_passes
 
 
 def test_timing_repeats_are_spread_over_the_run():

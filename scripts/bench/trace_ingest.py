@@ -27,8 +27,8 @@ MEASURE = r"""
 import json, sys, time
 from pathlib import Path
 import orjson
-from profile_all.ingest.chrome_trace import load
-from profile_all.ingest.trace_analysis import trace_rows
+from profile_all.readers.chrome_trace import load
+from profile_all.readers.trace_analysis import trace_rows
 
 def status(field):
     for line in Path("/proc/self/status").read_text().splitlines():

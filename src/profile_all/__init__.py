@@ -17,8 +17,8 @@ from typing import Any
 
 from profile_all import validate
 from profile_all.errors import ProfileAllError, UsageError
-from profile_all.launch import Launch
 from profile_all.regions import region, step
+from profile_all.runner.launch import Launch
 
 __all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "load", "merge",
            "profile_model", "region", "run", "step"]
@@ -59,7 +59,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     fresh_processes: a fresh interpreter for every pass, instead of forking each from a
     server that imported torch once (seconds saved a pass).
     """
-    from profile_all import orchestrator
+    from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget
 
     script = validate.path("script", script)
@@ -84,7 +84,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
           force: bool = False) -> Any:
     """One Report from the run directories of several nodes (`profile-all merge`)."""
-    from profile_all.merging import merge as merge_runs
+    from profile_all.runner.merge_runs import merge as merge_runs
 
     return merge_runs(validate.paths("run_dirs", run_dirs),
                       validate.path("out", out, optional=True),
@@ -110,7 +110,7 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     backends: default flop-counter, thop and flops-profiler (the benchmark always runs).
     repeat: how many timing passes, spread among the counter passes (fresh processes).
     """
-    from profile_all import orchestrator
+    from profile_all.runner import orchestrator
     from profile_all.targets import ModelTarget
 
     live = not isinstance(model, str)

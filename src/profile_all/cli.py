@@ -102,10 +102,10 @@ def run(
         rich_help_panel="Several ranks (torchrun)")] = "profile-all",
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
-    from profile_all import orchestrator
-    from profile_all.launch import Launch
-    from profile_all.progress import PassProgress
     from profile_all.report import terminal
+    from profile_all.runner import orchestrator
+    from profile_all.runner.launch import Launch
+    from profile_all.runner.progress import PassProgress
     from profile_all.targets import ScriptTarget
 
     launch = Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
@@ -146,8 +146,8 @@ def ingest(
         "--out", "-o", help="the run directory [default: reports/<timestamp>-ingest]")] = None,
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
-    from profile_all.importer import ingest as ingest_files
     from profile_all.report import terminal
+    from profile_all.runner.ingest_files import ingest as ingest_files
 
     terminal.render(ingest_files(files, out, command=sys.argv), err_console)
 
@@ -163,8 +163,8 @@ def merge(
         help="merge directories that are not from the same run")] = False,
 ) -> None:
     """Merge the run directories of several nodes into one report, a rank column per row."""
-    from profile_all.merging import merge as merge_runs
     from profile_all.report import terminal
+    from profile_all.runner.merge_runs import merge as merge_runs
 
     terminal.render(merge_runs(run_dirs, out, force=force, command=sys.argv), err_console)
 
@@ -214,10 +214,10 @@ def model(
         "spread between them is beside the latency's interval")] = 1,
 ) -> None:
     """Benchmark a model the right way and count its FLOPs with every counter."""
-    from profile_all import orchestrator
-    from profile_all.models import parse_shape
-    from profile_all.progress import PassProgress
+    from profile_all.model.build import parse_shape
     from profile_all.report import terminal
+    from profile_all.runner import orchestrator
+    from profile_all.runner.progress import PassProgress
     from profile_all.targets import ModelTarget
 
     shapes = [parse_shape(text) for text in input_shape]

@@ -98,10 +98,10 @@ class ModelTarget:
 
     def __post_init__(self) -> None:
         """Refuse bad settings when the target is made, from the CLI or the API alike."""
-        from profile_all import models
+        from profile_all.model import build
 
         self.input_shapes = validate.shapes(self.input_shapes)
-        validate.choice("--dtype", self.dtype, models.DTYPES)
+        validate.choice("--dtype", self.dtype, build.DTYPES)
         if not isinstance(self.device, str) or not (
                 self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise validate.ArgumentValueError(
@@ -131,20 +131,20 @@ class ModelTarget:
                 "batch_search": self.batch_search, "max_memory": self.max_memory}
 
     def _prepared(self) -> Any:
-        from profile_all import models
+        from profile_all.model import build
 
-        if self.dtype not in models.DTYPES:
-            raise UsageError(f"--dtype must be one of {', '.join(models.DTYPES)}, "
+        if self.dtype not in build.DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(build.DTYPES)}, "
                              f"got {self.dtype!r}")
-        device = models.resolve_device(self.device)
-        model = self.live_model if self.live_model is not None else models.build_model(self.spec)
+        device = build.resolve_device(self.device)
+        model = self.live_model if self.live_model is not None else build.build_model(self.spec)
         model = model.to(device=device)
         if self.dtype != "float32":
             import torch
 
             model = model.to(dtype=getattr(torch, self.dtype))
-        inputs = models.make_inputs(self.input_shapes, self.dtype, device)
-        return models.Work(model, inputs, self.train), device
+        inputs = build.make_inputs(self.input_shapes, self.dtype, device)
+        return build.Work(model, inputs, self.train), device
 
     def validate(self) -> None:
         """Build the model and run it once: bad specs, shapes and devices fail here."""
@@ -158,14 +158,14 @@ class ModelTarget:
                              f"{type(error).__name__}: {message}") from None
 
     def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
-        from profile_all import model_bench
+        from profile_all.model import benchmark
 
         self.samples = []
         work, device = self._prepared()
         if mode != "bench":
             work.marked()
             return []
-        rows, self.facts = model_bench.benchmark(self, work, device)
+        rows, self.facts = benchmark.benchmark(self, work, device)
         return rows
 
 

@@ -23,7 +23,7 @@ BUILTIN = {
     "flop-counter": "profile_all.backends.flop_counter:FlopCounter",
     "thop": "profile_all.backends.thop_counter:Thop",
     "flops-profiler": "profile_all.backends.flops_profiler:FlopsProfiler",
-    "memory": "profile_all.backends.memory:Memory",
+    "memory": "profile_all.backends.memory.backend:Memory",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and

@@ -22,7 +22,7 @@ from typing import Any
 
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.fileio import atomic_path
-from profile_all.ingest.pstats_reader import read_pstats
+from profile_all.readers.pstats_reader import read_pstats
 
 _STDLIB = os.path.dirname(os.__file__)
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from profile_all import validate
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.report.schema import row
+from profile_all.rows import row
 from profile_all.stats import summarize
 
 STEP = ("step", None)

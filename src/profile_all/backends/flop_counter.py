@@ -21,7 +21,7 @@ from typing import Any
 
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.backends.roots import ModuleFacts, RootModules
-from profile_all.report.schema import row
+from profile_all.rows import row
 from profile_all.stats import summarize
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from profile_all.backends.roots import RootCounter
-from profile_all.report.schema import row
+from profile_all.rows import row
 
 
 def _namespaces() -> list[Any]:

@@ -1,7 +1,7 @@
 """nsys (wrapper): Nsight Systems around the whole pass, with an NVTX range per region.
 
 The pass is launched as `nsys profile -t cuda,nvtx,osrt,cudnn,cublas ... -o
-artifacts/nsys python -m profile_all.worker SPEC` (an argv list, no shell). Inside, every
+artifacts/nsys python -m profile_all.runner.worker SPEC` (an argv list, no shell). Inside, every
 `pa.region` pushes and pops an NVTX range (torch.cuda.nvtx on a CUDA build of torch, the
 `nvtx` package otherwise), and with `module_ranges` every nn.Module forward does too.
 
@@ -95,7 +95,7 @@ class Nsys(Backend):
 
     def finish(self, ctx: PassContext) -> Collected:
         """In the orchestrator, after nsys exited: export the report and read it."""
-        from profile_all.ingest.nsys_sqlite import read_nsys
+        from profile_all.readers.nsys_sqlite import read_nsys
 
         base = self.report_base(ctx)
         exported = subprocess.run(self.export_command(ctx), capture_output=True, text=True,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from profile_all.backends.base import Backend, Collected, PassContext
-from profile_all.report.schema import row
+from profile_all.rows import row
 
 
 class RootModules:

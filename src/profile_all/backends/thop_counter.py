@@ -8,7 +8,7 @@ import io
 from typing import Any
 
 from profile_all.backends.roots import RootCounter
-from profile_all.report.schema import row
+from profile_all.rows import row
 
 
 def _layer_rows(prefix: str, layers: dict[str, Any], named: set[str]) -> list[list[Any]]:

@@ -146,8 +146,8 @@ class TorchProfiler(Backend):
         if not self._exported:
             raise ProfileAllError("the schedule's active steps never ran (fewer pa.step() "
                                   "calls than wait + warmup + active): no trace")
-        from profile_all.ingest.chrome_trace import load
-        from profile_all.ingest.trace_analysis import trace_rows
+        from profile_all.readers.chrome_trace import load
+        from profile_all.readers.trace_analysis import trace_rows
 
         artifact = Artifact(self.name, str(self._path.relative_to(ctx.artifacts_dir.parent)),
                             "Perfetto (ui.perfetto.dev), TensorBoard, HTA",

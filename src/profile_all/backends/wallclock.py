@@ -29,7 +29,7 @@ from time import perf_counter, process_time
 from typing import Any, ClassVar
 
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.report.schema import row
+from profile_all.rows import row
 from profile_all.stats import summarize
 
 FLUSH_SECONDS = 0.2

@@ -183,7 +183,7 @@ def memory_timeline(report: Report, files_at: Path | None = None) -> bytes | Non
                 axes.plot(first["time"], first[series] / 2**20, label=series)
         dat = _first_mprofile(report, files_at)
         if dat is not None:
-            from profile_all.ingest import mprofile
+            from profile_all.readers import mprofile
 
             profile = mprofile.read(dat)
             offset = first["time"].iloc[0] - (profile.times[0] if len(profile.times) else 0)

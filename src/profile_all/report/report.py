@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report.schema import COLUMNS, SAMPLE_COLUMNS
+from profile_all.rows import COLUMNS, SAMPLE_COLUMNS
 
 #: version of the run-directory layout; `load` refuses a newer one
 FORMAT_VERSION = 1

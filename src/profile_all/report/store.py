@@ -13,7 +13,7 @@ from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
 from profile_all.report import checked, markdown
 from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.report.schema import COLUMNS, SAMPLE_COLUMNS
+from profile_all.rows import COLUMNS, SAMPLE_COLUMNS
 
 
 def save(report: Report, run_dir: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from profile_all.report.report import Report
-from profile_all.report.schema import UNATTRIBUTED
+from profile_all.rows import UNATTRIBUTED
 
 _TIME_METRICS = ("wall_time", "gpu_time", "cpu_time")
 _SHOWN_STATS = {"wall_time": ("total", "mean", "median", "std", "p90"),

@@ -18,7 +18,7 @@ import pandas as pd
 from profile_all.errors import UsageError
 from profile_all.report.report import Report
 from profile_all.report.store import load, save
-from profile_all.rundir import RunDirectory
+from profile_all.runner.rundir import RunDirectory
 
 
 def _run_identity(report: Report) -> tuple:

@@ -37,15 +37,15 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from profile_all.ingest import IngestError
-from profile_all.ingest.nsys_sqlite import (
+from profile_all.readers import IngestError
+from profile_all.readers.nsys_sqlite import (
     activity_rows,
     api_names,
     memcpy_name,
     memset_name,
     region_rows,
 )
-from profile_all.report.schema import row
+from profile_all.rows import row
 
 #: each report read, with the header labels (lower case, units aside) that tell it apart
 REPORTS = {

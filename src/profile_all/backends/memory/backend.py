@@ -1,6 +1,6 @@
 """memory (sampler): resident memory over time, per run and per region, with memory_profiler.
 
-A separate process (profile_all.memory_sampler) samples this process's RSS by pid every
+A separate process (profile_all.backends.memory.sampler) samples this process's RSS by pid every
 `interval` seconds (CLI `--memory-interval`, default 0.01 s), and each child process's
 (DataLoader workers) separately. Regions are placed on that timeline by their epoch
 timestamps: a region's peak is the largest sample from the last one taken before it opened
@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
-from profile_all.report.schema import row
+from profile_all.rows import row
 
 DEFAULT_INTERVAL = 0.01
 FUNC_LINES_PER_REGION = 2000
@@ -107,14 +107,14 @@ class Memory(Backend):
         self._cuda = self._cuda_peaks()
         self._lines = None
         if self.options.get("lines"):
-            from profile_all.backends.memory_lines import LineMemory, parse_specs
+            from profile_all.backends.memory.lines import LineMemory, parse_specs
 
             stem = Path(ctx.command[1]).stem if len(ctx.command) > 1 else ""
             self._lines = LineMemory(parse_specs(self.options["lines"]), stem)
         self._path = _samples_path(ctx)
         self._started = time.time()
         self._sampler = subprocess.Popen(
-            [sys.executable, "-m", "profile_all.memory_sampler", str(self._pid),
+            [sys.executable, "-m", "profile_all.backends.memory.sampler", str(self._pid),
              str(self._interval), str(self._path)], stdin=subprocess.DEVNULL)
         self._wait_for_first_sample()
         if self._lines:
@@ -160,8 +160,8 @@ class Memory(Backend):
             self._cuda.finish()
 
     def collect(self, ctx: PassContext) -> Collected:
-        from profile_all.backends.memory_rows import region_rows, run_rows, timeline
-        from profile_all.ingest import mprofile
+        from profile_all.readers import mprofile
+        from profile_all.readers.mprofile_rows import region_rows, run_rows, timeline
 
         profile = mprofile.read(self._path)
         rows = run_rows(profile, self._started) + region_rows(profile, self._calls)
@@ -193,8 +193,8 @@ class Memory(Backend):
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
         """The timeline and the run's peak, from the sampler's file; regions are lost."""
-        from profile_all.backends.memory_rows import run_rows, timeline
-        from profile_all.ingest import mprofile
+        from profile_all.readers import mprofile
+        from profile_all.readers.mprofile_rows import run_rows, timeline
 
         path = _samples_path(ctx)
         if not path.exists():

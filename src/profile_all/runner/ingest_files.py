@@ -12,11 +12,11 @@ from pathlib import Path
 
 from profile_all import environment
 from profile_all.errors import UsageError
-from profile_all.ingest import IngestError
-from profile_all.ingest.detect import IngestedFile, read_any
+from profile_all.readers import IngestError
+from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
-from profile_all.rundir import RunDirectory
+from profile_all.runner.rundir import RunDirectory
 
 #: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
 TRACE_PATTERNS = ("*.json", "*.json.gz")

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from profile_all.ingest import IngestError
+from profile_all.readers import IngestError
 
 CHUNK_BYTES = 4 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")

@@ -10,8 +10,8 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from profile_all import bench, models
-from profile_all.report.schema import row
+from profile_all.model import bench, build
+from profile_all.rows import row
 
 SEARCH_WARMUP = 2
 SEARCH_BUDGET_SECONDS = 2.0
@@ -42,8 +42,8 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
             torch.cuda.reset_peak_memory_stats(device)
         else:
             _rss_peak_reset()
-        inputs = models.make_inputs(target.input_shapes, target.dtype, device, batch)
-        work = models.Work(model, inputs, target.train)
+        inputs = build.make_inputs(target.input_shapes, target.dtype, device, batch)
+        work = build.Work(model, inputs, target.train)
         timing = bench.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
                                budget_seconds=SEARCH_BUDGET_SECONDS, min_seconds=0.3)
         peak = torch.cuda.max_memory_allocated(device) if on_gpu else _rss_peak()
@@ -84,7 +84,7 @@ def _blocks(samples: list[float], stats: dict[str, float]) -> dict[str, Any]:
                                                  BLOCK_SPREAD_CI * interval))}
 
 
-def benchmark(target: Any, work: models.Work, device: Any) -> tuple[list[list[Any]], dict]:
+def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any]], dict]:
     timing = bench.measure(work.marked, device=device, warmup=target.warmup,
                            iters=target.iters, budget_seconds=target.budget_seconds,
                            warmup_step=work.plain)

@@ -1,4 +1,4 @@
-"""`python -m profile_all.memory_sampler PID INTERVAL PATH`: samples PID's memory from outside.
+"""`python -m profile_all.backends.memory.sampler PID INTERVAL PATH`: samples PID's memory.
 
 The memory backend starts this as a separate process, so that the samples cost the target
 nothing but the sampler's CPU, and so that nothing of the sampler is counted: a sampler

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profile_all.ingest import IngestError, nsys_csv, nsys_rep, nsys_sqlite
+from profile_all.readers import IngestError, nsys_csv, nsys_rep, nsys_sqlite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: how much of a file its kind is told from
@@ -99,8 +99,8 @@ def _nsys_csv(path: Path) -> IngestedFile:
 
 
 def _chrome_trace(path: Path) -> IngestedFile:
-    from profile_all.ingest.chrome_trace import load
-    from profile_all.ingest.trace_analysis import trace_rows
+    from profile_all.readers.chrome_trace import load
+    from profile_all.readers.trace_analysis import trace_rows
 
     trace = load(path)
     if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
@@ -114,15 +114,15 @@ def _chrome_trace(path: Path) -> IngestedFile:
 
 
 def _pstats(path: Path) -> IngestedFile:
-    from profile_all.ingest.pstats_reader import read_pstats
+    from profile_all.readers.pstats_reader import read_pstats
 
     return IngestedFile(path, "cprofile", 0, read_pstats(path))
 
 
 def _mprofile(path: Path) -> IngestedFile:
     """An mprof .dat: the run's peak and baseline, and the timeline from its first sample."""
-    from profile_all.backends.memory_rows import run_rows, timeline
-    from profile_all.ingest import mprofile
+    from profile_all.readers import mprofile
+    from profile_all.readers.mprofile_rows import run_rows, timeline
 
     try:
         profile = mprofile.read(path)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.ingest.chrome_trace import STEP_PREFIX, ChromeTrace
-from profile_all.report.schema import UNATTRIBUTED, row
+from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
+from profile_all.rows import UNATTRIBUTED, row
 from profile_all.stats import summarize
 
 _OP_COLUMNS = ["name", "thread", "ts", "dur", "external_id", "flops", "input_dims"]

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from profile_all.plan import Pass
 from profile_all.report.tables import fmt_seconds
+from profile_all.runner.plan import Pass
 
 
 class PassProgress:

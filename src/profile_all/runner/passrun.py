@@ -1,6 +1,6 @@
 """One pass: start its backends, run the target, stop and collect, however the target ended.
 
-The same code runs in a worker process (`profile_all.worker`) and in the caller's process
+The same code runs in a worker process (`profile_all.runner.worker`) and in the caller's process
 (`pa.run(..., isolate=False)`). Its result is a plain dict (JSON in a worker), so the
 orchestrator treats both alike.
 """

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profile_all.ingest import IngestError
-from profile_all.ingest.nsys_sqlite import read_export
+from profile_all.readers import IngestError
+from profile_all.readers.nsys_sqlite import read_export
 
 #: what such a file starts with (the format's old name)
 MAGIC = b"NVIDIA Tegra Profiler Report"

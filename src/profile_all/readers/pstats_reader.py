@@ -6,8 +6,8 @@ import pstats
 from pathlib import Path
 from typing import Any
 
-from profile_all.ingest import IngestError
-from profile_all.report.schema import row
+from profile_all.readers import IngestError
+from profile_all.rows import row
 
 
 def function_name(key: tuple[str, int, str]) -> str:

@@ -1,14 +1,14 @@
 """Passes forked from one server that has imported everything once, instead of a fresh
 interpreter and an `import torch` (seconds) per pass.
 
-profile-all starts `python -m profile_all.forkserver MODULES...` once a run: it imports the
+profile-all starts `python -m profile_all.runner.forkserver MODULES...` once a run: it imports the
 modules every pass imports before its target (torch, torch._dynamo, the worker and the
 run's backends), says it is ready, and then, per pass, receives the pass's spec, working
 folder, environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks,
 and reports the child's pid and, once it has ended, how it ended. The child makes a
 session of its own, takes those descriptors as 0, 1 and 2, moves to the folder, takes the
 environment, reseeds Python's and numpy's random generators (a fresh interpreter seeds
-them from the OS), and runs the worker exactly as `python -m profile_all.worker SPEC`
+them from the OS), and runs the worker exactly as `python -m profile_all.runner.worker SPEC`
 would: the target sees its own argv, `__main__`, folder on sys.path and cwd.
 
 The server never touches CUDA (forking after CUDA is initialised is unsafe): it imports,
@@ -101,7 +101,7 @@ def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) 
     sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
     code = 1
     try:
-        from profile_all import worker
+        from profile_all.runner import worker
 
         code = worker.main(sys.argv)
     except SystemExit as error:
@@ -143,7 +143,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel, self.lines = ours, _Lines(ours)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "profile_all.forkserver", str(theirs.fileno()), *modules],
+            [sys.executable, "-m", "profile_all.runner.forkserver", str(theirs.fileno()), *modules],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
             env=env)
         theirs.close()

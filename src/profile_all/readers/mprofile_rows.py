@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from profile_all.ingest.mprofile import Mprofile
-from profile_all.report.schema import row
+from profile_all.readers.mprofile import Mprofile
+from profile_all.rows import row
 
 TIMELINE_POINTS = 5000
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.ingest import IngestError
-from profile_all.report.schema import row
+from profile_all.readers import IngestError
+from profile_all.rows import row
 
 #: NVTX event types that are ranges: push/pop (59) and start/end (60); and a domain's creation
 RANGE_EVENT_TYPES = (59, 60)

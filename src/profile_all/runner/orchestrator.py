@@ -1,6 +1,6 @@
 """Runs each pass, enforces timeouts, handles Ctrl-C, and merges what the passes measured.
 
-Each pass is `python -m profile_all.worker SPEC` in a session of its own, its stdout and
+Each pass is `python -m profile_all.runner.worker SPEC` in a session of its own, its stdout and
 stderr copied both to ours and to `artifacts/pass<N>.std{out,err}.log`. Because the worker
 is not in our process group, a Ctrl-C reaches only us, and we pass it on: the target sees
 KeyboardInterrupt as it would, the pass is finished and written, and no further pass runs.
@@ -22,16 +22,18 @@ from typing import Any, Protocol
 import orjson
 import pandas as pd
 
-from profile_all import backends, derived, environment, forkserver, process, trust, validate
+from profile_all import backends, environment, validate
 from profile_all.backends.base import PassContext
 from profile_all.errors import UsageError
-from profile_all.launch import Launch
-from profile_all.passrun import PassRun
-from profile_all.plan import Pass, plan_passes
+from profile_all.report import derived
 from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.report.schema import COLUMNS
 from profile_all.report.store import save
-from profile_all.rundir import RunDirectory
+from profile_all.rows import COLUMNS
+from profile_all.runner import forkserver, process, trust
+from profile_all.runner.launch import Launch
+from profile_all.runner.passrun import PassRun
+from profile_all.runner.plan import Pass, plan_passes
+from profile_all.runner.rundir import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
 
 TIMEOUT_EXIT_CODE = 124
@@ -83,7 +85,7 @@ def _run_worker(spec: dict[str, Any], run_dir: RunDirectory, timeout: float | No
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(orjson.dumps(spec))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    worker = ["-m", "profile_all.worker", str(spec_path)]
+    worker = ["-m", "profile_all.runner.worker", str(spec_path)]
     argv = launch.argv(number, worker) if launch.distributed else [sys.executable, *worker]
     for wrapper in _wrappers(spec):
         argv = wrapper.wrap(argv, _context(spec))
@@ -309,7 +311,7 @@ def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None
         and forkserver.fork_available()
     # started before the folder is made: it imports torch meanwhile
     server = forkserver.ForkServer(
-        [*preimport, "profile_all.worker", *{cls.__module__ for cls in selection.runnable}],
+        [*preimport, "profile_all.runner.worker", *{cls.__module__ for cls in selection.runnable}],
         dict(os.environ, PYTHONUNBUFFERED="1")) if forked else None
     try:
         passes = plan_passes(selection.runnable, timing_pass=is_model, repeat=repeat)

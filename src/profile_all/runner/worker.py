@@ -1,4 +1,4 @@
-"""`python -m profile_all.worker SPEC.json`: one pass in a process of its own.
+"""`python -m profile_all.runner.worker SPEC.json`: one pass in a process of its own.
 
 Whatever way the target ends, what the backends measured reaches the result file named in
 the spec:
@@ -36,7 +36,7 @@ import orjson
 import psutil
 
 from profile_all.fileio import write_atomic
-from profile_all.passrun import Outcome, PassRun, Terminated
+from profile_all.runner.passrun import Outcome, PassRun, Terminated
 
 #: the worker's own pid, set as it starts (a worker forked from the fork server imported
 #: this module in the server)

@@ -1,0 +1,1 @@
+"""The memory backend: a sampler process, line-by-line memory, mprofile.dat."""

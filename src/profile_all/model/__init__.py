@@ -1,0 +1,1 @@
+"""Benchmarking a model: building it from a SPEC, timing it, finding its best batch."""
