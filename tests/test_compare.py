@@ -36,8 +36,11 @@ def test_a_20_percent_slower_region_is_caught_and_fails_the_gate(runs):
     assert 0.1 < work["change"] < 0.3 and work["ci_low"] > 0
     assert work["calls_a"] == work["calls_b"] == 90  # 30 calls in each of 3 timing passes
     assert (work["runs_a"], work["runs_b"]) == (3, 3) and work["basis"] == "3+3 runs"
+    # the unchanged region: its change is small; its verdict may, by design, be a false
+    # "changed" in one comparison of twenty (95% family-wise), as the A/A test below allows,
+    # so only the gate's promise is asserted: it is never named beyond the threshold
     steady = table[(table["kind"] == "region") & (table["name"] == "steady")].iloc[0]
-    assert steady["verdict"] == "no change"
+    assert abs(steady["change"]) < 0.1, steady.to_dict()
 
 
 def test_an_a_a_pair_says_no_change(runs):

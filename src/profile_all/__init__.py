@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return Report
     if name == "load":
-        from profile_all.report.store import load
+        from profile_all.runner.rundir import load
 
         return load
     raise AttributeError(f"module 'profile_all' has no attribute {name!r}")

@@ -267,7 +267,8 @@ def show(
 ) -> None:
     """Print a run's report: its tables, or every row as CSV or JSON."""
     from profile_all.report.formats import render_to
-    from profile_all.report.store import load, write_html
+    from profile_all.report.store import write_html
+    from profile_all.runner.rundir import load
 
     report = load(run_dir)
     if html:
@@ -290,8 +291,8 @@ def compare(
     """Compare two runs: each region's change in time, with its 95% interval and verdict."""
     from profile_all.report import tables
     from profile_all.report.compare import slower_than
-    from profile_all.report.store import load
     from profile_all.report.terminal import rich_table
+    from profile_all.runner.rundir import load
 
     table = load(run_a).compare(load(run_b))
     slower = slower_than(table, fail_above) if fail_above is not None else None

@@ -1,7 +1,15 @@
-"""The report's columns (DESIGN.md, "The report") and the helper that makes one row."""
+"""The row contract, below everything else: the report's columns, units, the helper that
+makes one row, the region path, and the facts a backend states about its rows.
+
+Backends and readers make rows; the report reads them. Neither knows the other: what the
+report must know of a backend's rows (that they count FLOPs, forward only...) travels as
+`Facts` in the run's meta, so a plug-in's counter or timer is used like a built-in one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: Column order of `Report.frame`. `parent` is the path of the enclosing region
@@ -15,10 +23,10 @@ SAMPLE_COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric"
 #: Columns a backend fills; the worker adds backend, pass and rank.
 MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 
-#: `memcpy` and `memset`: device copies and fills by kind (name as Kineto writes it, e.g.
-#: "Memcpy HtoD (Pageable -> Device)"); `api`: CUDA runtime and driver calls on the host
-SCOPES = ("run", "region", "step", "function", "operator", "operator_shape", "kernel",
-          "memcpy", "memset", "api", "module", "line", "memory")
+#: rows profile-all makes itself: the model benchmark's timing, and numbers computed from
+#: measured ones (achieved FLOP/s)
+BENCHMARK = "bench"
+DERIVED = "derived"
 
 #: the operator row that holds device time no operator launched (kernels launched outside
 #: any operator, or whose launch is not in the trace): kept, never dropped
@@ -57,3 +65,36 @@ def row(scope: str, name: str, metric: str, value: float, *, stat: str = "total"
         parent: str = "", unit: str | None = None) -> list[Any]:
     """One measured value, in the MEASURED column order, in SI base units."""
     return [scope, name, parent, metric, stat, float(value), unit or UNIT_OF_METRIC[metric]]
+
+
+def region_path(parent: str, name: str) -> str:
+    """`parent/name` for a region inside another, `name` for the rest."""
+    return f"{parent}/{name}" if parent else name
+
+
+def region_paths(parents: Iterable[str], names: Iterable[str]) -> list[str]:
+    return [region_path(parent, name) for parent, name in zip(parents, names, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the report must know of a backend's rows to use them without naming it."""
+
+    #: its `module` rows count FLOPs (and `macs` where it counts those): the counters table
+    counts_flops: bool = False
+    #: it counts the forward pass only; with training the backward is estimated as 2x
+    forward_only: bool = False
+    #: its count is exact, forward and backward measured: the one others are compared with
+    exact: bool = False
+    #: products it cannot place in a module (a functional matmul) are counted at the root
+    unplaced_at_root: bool = False
+    #: the metric its `region` rows time regions with ("gpu_time", "wall_time"): FLOP/s
+    region_timer: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in dataclasses.asdict(self).items() if value}
+
+    @classmethod
+    def from_dict(cls, given: Mapping[str, Any]) -> Facts:
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in given.items() if key in known})

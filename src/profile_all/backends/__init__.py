@@ -4,6 +4,7 @@ entry-point group, loaded only when named (a backend's module may import heavy t
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -12,7 +13,7 @@ from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 
 __all__ = ["Artifact", "Backend", "Collected", "PassContext", "Selection", "check_options",
-           "known_names", "load", "preimports", "select"]
+           "facts_of", "known_names", "load", "preimports", "select"]
 
 BUILTIN = {
     "wallclock": "profile_all.backends.wallclock:WallClock",
@@ -84,6 +85,15 @@ def preimports(selected: list[type[Backend]]) -> list[str]:
     `-b cprofile` alone it once did: 1.53 s against 75 ms)."""
     classes = [load(name) for name in BUILTIN] + list(selected)
     return sorted({module for cls in classes if cls.available()[0] for module in cls.imports})
+
+
+def facts_of(names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """What the named backends state about their rows, for the run's meta (names that are
+    no backend here, such as a reader's or a plug-in not installed, are left out)."""
+    specs = _specs()
+    facts = {name: load(name).facts.to_dict() for name in dict.fromkeys(names)
+             if name in specs}
+    return {name: said for name, said in facts.items() if said}
 
 
 def check_options(given: Any) -> dict[str, dict[str, Any]]:

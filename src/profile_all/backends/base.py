@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from profile_all.rows import Facts
+
 
 @dataclass
 class PassContext:
@@ -91,6 +93,8 @@ class Backend:
     sees_children: ClassVar[bool] = False
     #: its options and their types (the API refuses others): {"interval": float}
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
+    #: what the report must know of its rows (that they count FLOPs, time regions...)
+    facts: ClassVar[Facts] = Facts()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
@@ -123,7 +127,7 @@ class Backend:
         """An iteration ended (`pa.step()`); heard by backends that define `enter`."""
 
     def collect(self, ctx: PassContext) -> Collected:
-        """Rows (see report.schema.row) and native files; runs even when the target failed."""
+        """Rows (see rows.row) and native files; runs even when the target failed."""
         return Collected()
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from profile_all import validate
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.rows import row
+from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
 STEP = ("step", None)
@@ -68,6 +68,7 @@ def _gpus() -> int:
 
 class CudaEvents(Backend):
     name = "cuda-events"
+    facts = Facts(region_timer="gpu_time")
     kind = "timer"
     measures = "device time of the run, of each region and step (CUDA events, no sync per region)"
     imports = ("torch",)

@@ -21,7 +21,7 @@ from typing import Any
 
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.backends.roots import ModuleFacts, RootModules
-from profile_all.rows import row
+from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
 
@@ -110,6 +110,7 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
 
 class FlopCounter(Backend):
     name = "flop-counter"
+    facts = Facts(counts_flops=True, exact=True)
     kind = "counter"
     measures = "exact FLOPs per operator, module and step, forward and backward"
     imports = ("torch",)

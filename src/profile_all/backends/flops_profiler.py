@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from profile_all.backends.roots import RootCounter
-from profile_all.rows import row
+from profile_all.rows import Facts, row
 
 
 def _namespaces() -> list[Any]:
@@ -38,6 +38,7 @@ def restore(saved: list[tuple[Any, dict[str, Any]]]) -> list[str]:
 
 class FlopsProfiler(RootCounter):
     name = "flops-profiler"
+    facts = Facts(counts_flops=True, forward_only=True)
     measures = "FLOPs, MACs, parameters and latency per root module and submodule (forward)"
     requires = (("flops_profiler", "flops-profiler"),)
 

@@ -8,7 +8,7 @@ import io
 from typing import Any
 
 from profile_all.backends.roots import RootCounter
-from profile_all.rows import row
+from profile_all.rows import Facts, row
 
 
 def _layer_rows(prefix: str, layers: dict[str, Any], named: set[str]) -> list[list[Any]]:
@@ -27,6 +27,7 @@ def _layer_rows(prefix: str, layers: dict[str, Any], named: set[str]) -> list[li
 
 class Thop(RootCounter):
     name = "thop"
+    facts = Facts(counts_flops=True, forward_only=True, unplaced_at_root=True)
     measures = "MACs and parameters per root module and per layer (forward)"
     requires = (("thop", "ultralytics-thop"),)
 

@@ -29,7 +29,7 @@ from time import perf_counter, process_time
 from typing import Any, ClassVar
 
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.rows import row
+from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
 FLUSH_SECONDS = 0.2
@@ -44,6 +44,7 @@ def _journal(ctx: PassContext) -> Path:
 
 class WallClock(Backend):
     name = "wallclock"
+    facts = Facts(region_timer="wall_time")
     kind = "timer"
     measures = "wall and CPU time of the run, of each region and each step"
     option_types: ClassVar[dict[str, Any]] = {"cpu_time": bool}

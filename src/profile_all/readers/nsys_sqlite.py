@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from profile_all.readers import IngestError
-from profile_all.rows import row
+from profile_all.rows import region_path, row
 
 #: NVTX event types that are ranges: push/pop (59) and start/end (60); and a domain's creation
 RANGE_EVENT_TYPES = (59, 60)
@@ -157,7 +157,7 @@ def _parents(ranges: pd.DataFrame) -> list[str]:
             stack.pop()
         parent = stack[-1][2] if stack else ""
         parents[position] = parent
-        stack.append((thread, end, f"{parent}/{name}" if parent else name))
+        stack.append((thread, end, region_path(parent, name)))
     return parents
 
 

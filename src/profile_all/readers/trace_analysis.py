@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
-from profile_all.rows import UNATTRIBUTED, row
+from profile_all.rows import UNATTRIBUTED, region_path, row
 from profile_all.stats import summarize
 
 _OP_COLUMNS = ["name", "thread", "ts", "dur", "external_id", "flops", "input_dims"]
@@ -314,7 +314,7 @@ def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
         if stack and has_device:
             children_gpu[stack[-1][3]] += launched[position]
         keys.append(("region", name, parent))
-        stack.append((thread, ts + dur, f"{parent}/{name}" if parent else name, position))
+        stack.append((thread, ts + dur, region_path(parent, name), position))
 
     annotations["key"] = keys
     rows = []

@@ -51,6 +51,7 @@ TOP = {
     "artifacts": _list_of(_dict_of(_text)), "model": _dict_of(_anything),
     "sources": _list_of(_dict_of(_anything)), "distributed": _dict_of(_anything),
     "stopped_by": _optional(_text),
+    "backend_facts": _dict_of(_dict_of(_of(bool, str))),
 }
 PASS = {
     "pass": _whole, "backends": _list_of(_text), "timing": _of(bool), "status": _text,

@@ -100,11 +100,13 @@ def _one_side(runs_a: dict[tuple, list], runs_b: dict[tuple, list]) -> list[dict
     return found
 
 
-def _totals(kind: str, table_a: pd.DataFrame, table_b: pd.DataFrame, metric: str,
-            backend: str) -> list[dict]:
-    """The top names of either run by `metric`, their change untested."""
+def _totals(kind: str, a: Any, b: Any, view: str, metric: str) -> list[dict]:
+    """The top names of either run's `view` (scope `kind`) by `metric`, their change
+    untested; `backend` names the backends whose rows they are."""
+    table_a, table_b = getattr(a, view)(), getattr(b, view)()
     if metric not in table_a.columns or metric not in table_b.columns:
         return []
+    backend = "+".join(sorted({*_backends(a, kind), *_backends(b, kind)}))
     a = table_a.set_index("name")[metric]
     b = table_b.set_index("name")[metric]
     names = list(dict.fromkeys([*a.head(TOP).index, *b.head(TOP).index]))
@@ -116,6 +118,10 @@ def _totals(kind: str, table_a: pd.DataFrame, table_b: pd.DataFrame, metric: str
                       "change": value_b / value_a - 1 if value_a else np.nan,
                       "verdict": "no per-call samples: not tested"})
     return found
+
+
+def _backends(report: Any, scope: str) -> set[str]:
+    return set(report.frame.loc[report.frame["scope"] == scope, "backend"])
 
 
 def _counts(a: Any, b: Any) -> list[dict]:
@@ -157,8 +163,8 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
             "the two runs have no timed region, step or model in common (first: "
             f"{', '.join(names_a[:5])}; second: {', '.join(names_b[:5])})")
     rows = timed
-    rows += _totals("function", a.functions(), b.functions(), "self_time", "cprofile")
-    rows += _totals("operator", a.operators(), b.operators(), "self_time", "torch-profiler")
+    rows += _totals("function", a, b, "functions", "self_time")
+    rows += _totals("operator", a, b, "operators", "self_time")
     rows += _counts(a, b)
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     table.attrs["notes"] = _unlike(a, b)

@@ -29,29 +29,51 @@ counted any, a module it counted nothing in is not said to be missed either.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-REFERENCE = "flop-counter"
-COUNTERS = ("flop-counter", "thop", "flops-profiler")
-FORWARD_ONLY = ("thop", "flops-profiler")
+from profile_all.rows import Facts
+
 COUNTER_COLUMNS = ["module", "counter", "calls", "backward_calls", "forward_flops",
                    "backward_flops", "flops", "macs", "params", "vs_reference", "backward",
                    "cause"]
 
 
-def _module_rows(frame: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Counting:
+    """The run's FLOP counters, from what their backends state (`Facts`): the exact one
+    (the reference) first, then the others in the run's order."""
+
+    counters: tuple[str, ...] = ()
+    reference: str | None = None
+    forward_only: frozenset[str] = frozenset()
+    #: counters that count what they cannot place in a module at the root
+    unplaced_at_root: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, facts: Mapping[str, Facts]) -> Counting:
+        counting = [name for name, said in facts.items() if said.counts_flops]
+        exact = [name for name in counting if facts[name].exact]
+        return cls(tuple(exact + [name for name in counting if name not in exact]),
+                   exact[0] if exact else None,
+                   frozenset(name for name in counting if facts[name].forward_only),
+                   frozenset(name for name in counting if facts[name].unplaced_at_root))
+
+
+def _module_rows(frame: pd.DataFrame, counting: Counting) -> pd.DataFrame:
     """The counters' module rows, of the first rank only: each rank counts its own calls."""
-    rows = frame[(frame["scope"] == "module") & frame["backend"].isin(COUNTERS)]
+    rows = frame[(frame["scope"] == "module") & frame["backend"].isin(counting.counters)]
     return rows[rows["rank"] == rows["rank"].min()] if not rows.empty else rows
 
 
-def _facts(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def _facts(frame: pd.DataFrame, counting: Counting) -> dict[str, pd.DataFrame]:
     """Per counter, a table by module path: every metric's total over the calls the
     counter saw, `forward_flops`, and the module's `type`."""
     facts = {}
-    for counter, rows in _module_rows(frame).groupby("backend", sort=False):
+    for counter, rows in _module_rows(frame, counting).groupby("backend", sort=False):
         table = rows[rows["stat"] == "total"].pivot_table(
             index="name", columns="metric", values="value", aggfunc="sum", sort=False)
         table.columns.name = None
@@ -63,7 +85,7 @@ def _facts(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
         kinds = rows[rows["metric"] == "module_type"].drop_duplicates("name")
         table["type"] = kinds.set_index("name")["stat"].reindex(table.index)
         facts[str(counter)] = table
-    return {c: facts[c] for c in COUNTERS if c in facts}
+    return {c: facts[c] for c in counting.counters if c in facts}
 
 
 def _tree_order(names: list[str]) -> list[str]:
@@ -80,10 +102,11 @@ def _tree_order(names: list[str]) -> list[str]:
     return sorted(unique, key=key)
 
 
-def modules(frame: pd.DataFrame) -> pd.DataFrame:
+def modules(frame: pd.DataFrame, counting: Counting) -> pd.DataFrame:
     """A row per module: its type and parameters, and each counter's forward FLOPs per call
-    of the module beside the calls it saw (flop-counter's backward too, when measured)."""
-    facts = _facts(frame)
+    of the module beside the calls it saw (the exact counter's backward too, when
+    measured)."""
+    facts = _facts(frame, counting)
     if not facts:
         return pd.DataFrame(columns=["module", "type", "params"])
     names = _tree_order([name for table in facts.values() for name in table.index])
@@ -96,7 +119,7 @@ def modules(frame: pd.DataFrame) -> pd.DataFrame:
         counted = counted.reindex(names)
         table[counter] = counted["forward_flops"] / counted["calls"]
         table[f"{counter} calls"] = counted["calls"]
-        if counter == REFERENCE and (counted["backward_calls"] > 0).any():
+        if counter == counting.reference and (counted["backward_calls"] > 0).any():
             table[f"{counter} backward"] = (counted["backward_flops"]
                                             / counted["backward_calls"].where(lambda c: c > 0))
             table[f"{counter} backward calls"] = counted["backward_calls"]
@@ -144,16 +167,16 @@ def _per_root_call(table: pd.DataFrame, names: list[str], root: str, column: str
     return values / table.at[root, "calls"]
 
 
-def _classify(counter: str, name: str, root: str, d: float, ref: dict[str, Any],
-              other: dict[str, Any], placed: bool) -> str | None:
+def _classify(d: float, ref: dict[str, Any], other: dict[str, Any], placed: bool,
+              unplaced_here: bool) -> str | None:
     """The established cause of the difference `d` in one module's own FLOPs per call, or
     None. `ref` and `other` hold the module's own FLOPs, attention FLOPs, bias adds and
     calls under each counter; `placed`: the counter counted no FLOPs away from where
-    they ran (thop at the root)."""
+    they ran (thop at the root); `unplaced_here`: the module is the root where the
+    counter counts what it could not place."""
     if d > 0 and ref["own"] > 0 and other["bias"] > 0 and _same(d, other["bias"]):
         return "bias counted in {types} (one add per output)"
-    thop_root = counter == "thop" and name == root
-    if d > 0 and _same(ref["own"], 0) and ref["calls"] > 0 and not thop_root:
+    if d > 0 and _same(ref["own"], 0) and ref["calls"] > 0 and not unplaced_here:
         return "element-wise ops counted ({types})"
     if d < 0 and other["calls"] > 0 and placed:
         if ref["attention"] > 0 and (_same(other["own"], 0) or _same(-d, ref["attention"])):
@@ -163,33 +186,33 @@ def _classify(counter: str, name: str, root: str, d: float, ref: dict[str, Any],
     return None
 
 
-def _explain_forward(counter: str, root: str, ref: pd.DataFrame,
-                     other: pd.DataFrame) -> list[str]:
+def _explain_forward(counter: str, root: str, ref: pd.DataFrame, other: pd.DataFrame,
+                     counting: Counting) -> list[str]:
     """The established causes of the forward difference per call, with their size, and
     what is left unexplained."""
     ref_outputs = ref.at[root, "outputs"] / ref.at[root, "calls"]
     other_outputs = other.at[root, "outputs"] / other.at[root, "calls"]
     if ref_outputs > 0 and other_outputs > 0 and not _same(ref_outputs, other_outputs):
         return [f"calls differ: {counter} counted {other_outputs:,.0f} output elements per "
-                f"call, flop-counter {ref_outputs:,.0f} (the mean of "
+                f"call, {counting.reference} {ref_outputs:,.0f} (the mean of "
                 f"{ref.at[root, 'calls']:,.0f} calls): not compared per module"]
     names = _subtree(ref, other, root)
     ref_own = _own(_per_root_call(ref, names, root, "forward_flops"))
     other_own = _own(_per_root_call(other, names, root, "forward_flops"))
     ref_attention = _own(_per_root_call(ref, names, root, "attention_flops"))
     bias = _per_root_call(other, names, root, "bias_adds")
-    placed = counter != "thop" or len(names) == 1 or _same(other_own.get(root, 0), 0)
+    unplaced = counter in counting.unplaced_at_root
+    placed = not unplaced or len(names) == 1 or _same(other_own.get(root, 0), 0)
     causes: dict[str, list[Any]] = {}  # cause -> [FLOPs, modules]
     for name in names:
         d = other_own[name] - ref_own[name]
         if _same(d, 0):
             continue
         cause = _classify(
-            counter, name, root, d,
-            {"own": ref_own[name], "attention": ref_attention[name],
-             "calls": ref["calls"].get(name, 0)},
+            d, {"own": ref_own[name], "attention": ref_attention[name],
+                "calls": ref["calls"].get(name, 0)},
             {"own": other_own[name], "bias": bias[name], "calls": other["calls"].get(name, 0)},
-            placed)
+            placed, unplaced and name == root)
         if cause:
             found = causes.setdefault(cause, [0.0, []])
             found[0] += d
@@ -206,10 +229,11 @@ def _explain_forward(counter: str, root: str, ref: pd.DataFrame,
     return shown
 
 
-def _row(counter: str, root: str, table: pd.DataFrame, training: bool) -> dict[str, Any]:
+def _row(counter: str, root: str, table: pd.DataFrame, training: bool,
+         counting: Counting) -> dict[str, Any]:
     calls = table.at[root, "calls"]
     forward = table.at[root, "forward_flops"] / calls
-    if counter == REFERENCE:
+    if counter not in counting.forward_only:
         backward_calls = table.at[root, "backward_calls"]
         backward = table.at[root, "backward_flops"] / backward_calls if backward_calls else 0.0
         macs, how = (forward + backward) / 2, "measured" if training else ""
@@ -225,14 +249,15 @@ def _row(counter: str, root: str, table: pd.DataFrame, training: bool) -> dict[s
 
 
 def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
-           reference: dict[str, Any] | None) -> str:
+           reference: dict[str, Any] | None, counting: Counting) -> str:
     counter, root = row["counter"], row["module"]
-    if counter == REFERENCE:
+    if counter == counting.reference:
         return "reference (exact count)" + (
             "; backward measured" if training else "")
     causes = []
     if reference is not None:
-        causes = _explain_forward(counter, root, facts[REFERENCE], facts[counter])
+        causes = _explain_forward(counter, root, facts[counting.reference], facts[counter],
+                                  counting)
         if training:
             gap = row["backward_flops"] - reference["backward_flops"]
             causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
@@ -242,39 +267,42 @@ def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
     return "; ".join(causes) or "agrees"
 
 
-def counters(frame: pd.DataFrame, train: bool) -> pd.DataFrame:
+def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFrame:
     """A row per root module and counter: the forward and backward calls it saw, and per
     call its FLOPs (forward + backward when training), MACs, parameters, difference from
-    flop-counter, how the backward was had, and the established causes of the difference.
-    Training: `train`, or flop-counter saw the root's backward."""
-    facts = _facts(frame)
+    the exact counter, how the backward was had, and the established causes of the
+    difference. Training: `train`, or the exact counter saw the root's backward."""
+    facts = _facts(frame, counting)
     table = []
     for root in _roots(facts):
-        ref = facts.get(REFERENCE)
+        ref = facts.get(counting.reference) if counting.reference else None
         has_ref = ref is not None and root in ref.index and ref.at[root, "calls"] > 0
         training = train or (has_ref and ref.at[root, "backward_calls"] > 0)
-        rows = [_row(counter, root, counted, training) for counter, counted in facts.items()
+        rows = [_row(counter, root, counted, training, counting)
+                for counter, counted in facts.items()
                 if root in counted.index and counted.at[root, "calls"] > 0]
-        reference = next((r for r in rows if r["counter"] == REFERENCE), None)
+        reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
             row["vs_reference"] = (row["flops"] / reference["flops"] - 1
                                    if reference and reference["flops"] else math.nan)
-            row["cause"] = _cause(row, facts, training, reference)
+            row["cause"] = _cause(row, facts, training, reference, counting)
         table += rows
     return pd.DataFrame(table, columns=COUNTER_COLUMNS)
 
 
-def zero_counts(frame: pd.DataFrame) -> list[str]:
-    """Modules with parameters that a counter says compute nothing, where flop-counter
-    counted FLOPs (or did not run): worth a warning. flop-counter's own zeros (a
-    BatchNorm) are right: it counts matmul, convolution and attention only."""
-    table = modules(frame)
+def zero_counts(frame: pd.DataFrame, counting: Counting) -> list[str]:
+    """Modules with parameters that a counter says compute nothing, where the exact counter
+    counted FLOPs (or did not run): worth a warning. The exact counter's own zeros (a
+    BatchNorm under FlopCounterMode) are right: it counts matmul, convolution and
+    attention only."""
+    table = modules(frame, counting)
     warnings = []
+    reference = counting.reference
     for _, module in table.iterrows():
         if not module["params"] or pd.isna(module["params"]):
             continue
-        missed = REFERENCE not in table.columns or module[REFERENCE] > 0
-        for counter in FORWARD_ONLY:
+        missed = reference not in table.columns or module[reference] > 0
+        for counter in [c for c in counting.counters if c in counting.forward_only]:
             if missed and counter in table.columns and module[counter] == 0:
                 warnings.append(f"{counter} counted 0 FLOPs for {module['module']}, which has "
                                 f"{int(module['params']):,} parameters")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import orjson
 from rich.console import Console
 
 from profile_all.report import markdown, terminal
-from profile_all.report.report import Report
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 FORMATS = ("table", "md", "csv", "json")
 

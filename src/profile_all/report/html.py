@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import markdown, plots, tables
-from profile_all.report.report import Report
+from profile_all.report import plots, sections
+from profile_all.report.problems import problems
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 TOP = 25
 
@@ -64,24 +67,6 @@ def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
 
 
-def _environment(report: Report) -> pd.DataFrame:
-    env = dict(report.meta.get("environment", {}))
-    packages = env.pop("packages", {}) or {}
-    facts = {key: json.dumps(value) if isinstance(value, list | dict) else value
-             for key, value in env.items()}
-    facts.update({f"package {name}": version for name, version in packages.items() if version})
-    return pd.DataFrame({"what": list(facts), "value": [str(v) for v in facts.values()]})
-
-
-def _native_files(report: Report) -> str:
-    commands = tables.open_commands(report)
-    if not commands:
-        return ""
-    items = "".join(f"<li>{_text(backend)}: <code>{_text(path)}</code> — open with "
-                    f"<code>{_text(command)}</code></li>" for backend, path, command in commands)
-    return f"<ul>{items}</ul>"
-
-
 def body(report: Report, files_at: Path | None = None) -> str:
     """The page's content, without <html> and <head>: also Report._repr_html_.
     `files_at`: where the run's native files are now, when not yet in `report.run_dir`."""
@@ -93,50 +78,17 @@ def body(report: Report, files_at: Path | None = None) -> str:
              f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
              f"{_text(meta.get('exit_code'))}. Run directory: "
              f"<code>{_text(report.run_dir or '(not saved)')}</code></p>"]
-    problems = tables.problems(report)
-    if problems:
-        items = "".join(f"<li>{_text(line)}</li>" for line in problems)
+    found = problems(report)
+    if found:
+        items = "".join(f"<li>{_text(line)}</li>" for line in found)
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
-    parts.append(_section("summary", "Run, steps and regions",
-                          _table(tables.summary_table(report))))
-    parts.append(_section("ranks", "Across ranks (total time per rank)",
-                          "<p>The straggler: each rank's total time, its spread "
-                          "((max - min) / median) and the slowest rank.</p>"
-                          + _table(tables.ranks_table(report))
-                          if report.frame["rank"].nunique() > 1 else ""))
-    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
-                         ("Batch-size search", tables.batches_table(report)),
-                         ("FLOP counters side by side", tables.counters_table(report))):
-        parts.append(_section(title.split()[0].lower(), title, _table(table)))
     figures = "".join(f"<h3>{_text(title)}</h3>{_image(png, title)}"
                       for title, png in plots.draw_all(report, files_at))
     parts.append(_section("plots", "Plots", figures))
-    parts.append(_section("passes", "Passes",
-                          f"<p>{_text(markdown.OVERHEAD_NOTE)}</p>"
-                          + _table(tables.passes_table(report))))
-    functions = report.functions()
-    parts.append(_section("functions", "Functions by self time (cProfile)",
-                          _table(tables.functions_table(report, TOP), len(functions))))
-    operators = report.operators()
-    parts.append(_section("operators", "Operators (torch.profiler)",
-                          _table(tables.operators_table(report, TOP), len(operators))))
-    kernels = report.kernels()
-    parts.append(_section("kernels", "Kernels by device time",
-                          _table(tables.kernels_table(report, TOP), len(kernels))))
-    parts.append(_section("transfers", "Device copies and fills",
-                          _table(tables.transfers_table(report, TOP),
-                                 len(report.transfers()))))
-    parts.append(_section("api", "CUDA API calls by host time",
-                          _table(tables.api_table(report, TOP), len(report.api_calls()))))
-    parts.append(_section("modules", "Modules (FLOPs per counter)",
-                          _table(tables.modules_table(report, 40))))
-    parts.append(_section("lines", "Line-by-line memory", _table(tables.lines_table(report))))
-    parts.append(_section("native", "Native files", _native_files(report)))
-    skipped = meta.get("skipped_backends", {})
-    if skipped:
-        parts.append(_section("skipped", "Skipped backends", _table(pd.DataFrame(
-            {"backend": list(skipped), "why": list(skipped.values())}))))
-    parts.append(_section("environment", "Environment", _table(_environment(report))))
+    for section, table, left_out in sections.shown(report, TOP):
+        note = f"<p>{_text(section.note)}</p>" if section.note else ""
+        parts.append(_section(section.anchor, section.title,
+                              note + _table(table, len(table) + left_out)))
     return "\n".join(part for part in parts if part)
 
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import tables
-from profile_all.report.report import Report
+from profile_all.report import sections
+from profile_all.report.problems import problems
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 TOP = 25
-OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the median step "
-                 "time where the target marks steps, else the whole run's, with a 95% interval "
-                 "from per-step times or the timing pass's repeats (--repeat); an interval "
-                 "that holds 1 is within noise.")
 
 
 def _text(value: object) -> str:
@@ -41,39 +41,10 @@ def render(report: Report, top: int = TOP) -> str:
     target = meta.get("target", {})
     out = [f"# profile-all: {_code(target.get('command', ''))}", "",
            f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}.", ""]
-    problems = tables.problems(report)
-    if problems:
-        out += ["## Problems", "", *[f"- {_text(line)}" for line in problems], ""]
-    out += ["## Passes", "",
-            OVERHEAD_NOTE, "",
-            _table(tables.passes_table(report)), ""]
-    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
-                         ("Batch-size search", tables.batches_table(report)),
-                         ("FLOP counters side by side", tables.counters_table(report))):
-        if not table.empty:
-            out += [f"## {title}", "", _table(table), ""]
-    for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
-                         ("Run, steps and regions", tables.summary_table(report)),
-                         ("Across ranks (total time per rank)", tables.ranks_table(report)),
-                         ("Functions by self time (cProfile)",
-                          tables.functions_table(report, None)),
-                         ("Operators (torch.profiler)", tables.operators_table(report, None)),
-                         ("Kernels by device time", tables.kernels_table(report, None)),
-                         ("Device copies and fills", tables.transfers_table(report, None)),
-                         ("CUDA API calls by host time", tables.api_table(report, None)),
-                         ("Line-by-line memory", tables.lines_table(report))):
-        if not table.empty:
-            out += [f"## {title}", "", _table(*tables.cut(table, top)), ""]
-    commands = tables.open_commands(report)
-    if commands:
-        out += ["## Native files", "",
-                *[f"- {_text(backend)}: {_code(path)}: {_code(command)}"
-                  for backend, path, command in commands],
-                ""]
-    env = meta.get("environment", {})
-    out += ["## Environment", "",
-            _text(f"- Python {env.get('python')} on {env.get('os')}"),
-            _text(f"- CPU: {env.get('cpu')} ({env.get('cpu_count')} logical cores)"),
-            _text(f"- torch {env.get('torch') or (env.get('packages') or {}).get('torch')}; "
-                  f"GPUs: {', '.join(map(str, env.get('gpus') or [])) or 'none'}"), ""]
+    found = problems(report)
+    if found:
+        out += ["## Problems", "", *[f"- {_text(line)}" for line in found], ""]
+    for section, table, left_out in sections.shown(report, top):
+        note = [_text(section.note), ""] if section.note else []
+        out += [f"## {_text(section.title)}", "", *note, _table(table, left_out), ""]
     return "\n".join(out)

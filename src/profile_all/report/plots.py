@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -17,8 +18,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib import ticker
 
-from profile_all.report.report import Report
-from profile_all.report.tables import region_paths
+from profile_all.rows import DERIVED, region_paths
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 _STYLE = {"text.parse_math": False, "font.size": 9, "axes.spines.top": False,
           "axes.spines.right": False, "figure.dpi": 100}
@@ -72,7 +75,7 @@ def region_times(report: Report) -> bytes | None:
     """A group of bars per region and step: the median per call measured by every backend
     that timed it (host or device time), with a whisker from the minimum to the p90."""
     frame = report.frame[report.frame["scope"].isin(["region", "step"])
-                         & (report.frame["backend"] != "derived")]
+                         & (report.frame["backend"] != DERIVED)]
     timed = frame[frame["metric"].isin(["wall_time", "gpu_time"])]
     if timed.empty:
         return None

@@ -12,7 +12,14 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.rows import COLUMNS, SAMPLE_COLUMNS
+from profile_all.rows import (
+    BENCHMARK,
+    COLUMNS,
+    DERIVED,
+    SAMPLE_COLUMNS,
+    Facts,
+    region_paths,
+)
 
 #: version of the run-directory layout; `load` refuses a newer one
 FORMAT_VERSION = 1
@@ -54,24 +61,44 @@ class Report:
         return compare(self, other, **options)
 
     @property
+    def facts(self) -> dict[str, Facts]:
+        """What each backend stated about its rows (meta `backend_facts`): which count
+        FLOPs, which time regions; the views use them, never a backend's name."""
+        return {name: Facts.from_dict(said)
+                for name, said in self.meta.get("backend_facts", {}).items()}
+
+    @property
+    def counting(self) -> Any:
+        """The run's FLOP counters, the exact one first (report.counters.Counting)."""
+        from profile_all.report.counters import Counting
+
+        return Counting.of(self.facts)
+
+    @property
     def exit_code(self) -> int:
         return int(self.meta.get("exit_code", 0))
 
-    def summary(self) -> pd.DataFrame:
-        """A row per run, step and region; a column per `backend.metric.stat` measured."""
+    def summary_by_measure(self) -> pd.DataFrame:
+        """A row per run, step and region (scope, name, parent); a column per measure,
+        named by the tuple (backend, metric, stat), each the median over passes and ranks."""
         timed = self.frame[self.frame["scope"].isin(_TIMED_SCOPES)]
         if timed.empty:
             return pd.DataFrame(columns=["scope", "name", "parent"])
         table = timed.pivot_table(index=["scope", "name", "parent"],
                                   columns=["backend", "metric", "stat"],
                                   values="value", aggfunc="median", sort=False)
-        table.columns = [".".join(column) for column in table.columns]
+        table.columns = list(table.columns)
         table = table.reset_index()
-        table["_order"] = table["scope"].map(_TIMED_SCOPES.index)
-        table["_path"] = table["parent"].where(table["parent"] == "", table["parent"] + "/")
-        table["_path"] += table["name"]
-        table = table.sort_values(["_order", "_path"], kind="stable")
-        return table.drop(columns=["_order", "_path"]).reset_index(drop=True)
+        order = table["scope"].map(_TIMED_SCOPES.index)
+        paths = pd.Series(region_paths(table["parent"], table["name"]), index=table.index)
+        table = table.loc[pd.DataFrame({"o": order, "p": paths}).sort_values(
+            ["o", "p"], kind="stable").index]
+        return table.reset_index(drop=True)
+
+    def summary(self) -> pd.DataFrame:
+        """A row per run, step and region; a column per `backend.metric.stat` measured."""
+        table = self.summary_by_measure()
+        return table.rename(columns=lambda c: ".".join(c) if isinstance(c, tuple) else c)
 
     def _table(self, scope: str, metrics: list[str], sort_by: str,
                top: int | None) -> pd.DataFrame:
@@ -131,13 +158,14 @@ class Report:
         with FPS, iterations, warm-up iterations, the lowest and highest median of the
         timing's blocks, and achieved FLOP/s; `pass` tells repeated timing passes apart
         (0: derived from all of them)."""
-        rows = self.frame[self.frame["backend"].isin(["bench", "derived"])
+        rows = self.frame[self.frame["backend"].isin([BENCHMARK, DERIVED])
                           & (self.frame["scope"] == "model")]
         return rows[["pass", "name", "metric", "stat", "value", "unit"]].reset_index(drop=True)
 
     def batches(self) -> pd.DataFrame:
         """The batch-size search: a row per batch size tried."""
-        rows = self.frame[(self.frame["backend"] == "bench") & (self.frame["scope"] == "batch")]
+        rows = self.frame[(self.frame["backend"] == BENCHMARK)
+                          & (self.frame["scope"] == "batch")]
         if rows.empty:
             return pd.DataFrame(columns=["batch_size", "latency", "throughput", "peak_memory"])
         table = rows.pivot_table(index="name", columns="metric", values="value", sort=False)
@@ -150,13 +178,13 @@ class Report:
         (flop-counter), and the known cause of the difference."""
         from profile_all.report.counters import counters
 
-        return counters(self.frame, self._train)
+        return counters(self.frame, self.counting, self._train)
 
     def modules(self) -> pd.DataFrame:
         """A row per module: every counter's FLOPs side by side, and the parameters."""
         from profile_all.report.counters import modules
 
-        return modules(self.frame)
+        return modules(self.frame, self.counting)
 
     def ranks(self) -> pd.DataFrame:
         """Across ranks, per run, step and region and each timer: the min, median and max of

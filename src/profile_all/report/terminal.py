@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from profile_all.report import tables
-from profile_all.report.report import Report
+from profile_all.report import sections, tables
+from profile_all.report.problems import problems
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 TOP = 10
 _NAME_COLUMNS = {"function", "operator", "kernel", "copy or fill", "CUDA API call"}
@@ -47,26 +52,11 @@ def _short_values(values: pd.Series) -> bool:
 
 
 def render(report: Report, console: Console, top: int = TOP) -> None:
-    """Every table of the report; long ones cut to `top` rows, with a count of the rest."""
-    width = console.width
-    console.print(rich_table("Passes", tables.passes_table(report), width=width))
-    for title, table in (("Model latency (warm-up excluded)", tables.latency_table(report)),
-                         ("Batch-size search", tables.batches_table(report)),
-                         ("FLOP counters side by side", tables.counters_table(report))):
-        if not table.empty:
-            console.print(rich_table(title, table, width=width))
-    for title, table in (("Modules (FLOPs per counter)", tables.modules_table(report, None)),
-                         ("Run, steps and regions", tables.summary_table(report)),
-                         ("Across ranks (total time per rank)", tables.ranks_table(report)),
-                         ("Functions by self time", tables.functions_table(report, None)),
-                         ("Operators", tables.operators_table(report, None)),
-                         ("Kernels by device time", tables.kernels_table(report, None)),
-                         ("Device copies and fills", tables.transfers_table(report, None)),
-                         ("CUDA API calls by host time", tables.api_table(report, None)),
-                         ("Line-by-line memory", tables.lines_table(report))):
-        if not table.empty:
-            console.print(rich_table(title, *tables.cut(table, top), width=width))
-    for line in tables.problems(report):
+    """Every section of the report; long tables cut to `top` rows, with a count of the rest;
+    then the problems, the run directory and how to open its native files."""
+    for section, table, left_out in sections.shown(report, top, terminal=True):
+        console.print(rich_table(section.title, table, left_out, width=console.width))
+    for line in problems(report):
         console.print(Text(line, style="yellow"))
     if report.run_dir:
         console.print(f"Report: {report.run_dir}", highlight=False)

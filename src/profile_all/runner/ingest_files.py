@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from profile_all import environment
+from profile_all import backends, environment
 from profile_all.errors import UsageError
 from profile_all.readers import IngestError
 from profile_all.readers.detect import IngestedFile, read_any
@@ -54,6 +54,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
                      "rank": file.rank, **file.facts}
                     for number, file in enumerate(files, start=1)],
         "passes": [], "passes_not_run": [], "skipped_backends": {}, "artifacts": [],
+        "backend_facts": backends.facts_of(file.backend for file in files),
         "doubts": _doubts(files, skipped),
     }
     report = Report.from_rows(rows, meta)

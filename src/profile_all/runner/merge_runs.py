@@ -17,8 +17,8 @@ import pandas as pd
 
 from profile_all.errors import UsageError
 from profile_all.report.report import Report
-from profile_all.report.store import load, save
-from profile_all.runner.rundir import RunDirectory
+from profile_all.report.store import save
+from profile_all.runner.rundir import RunDirectory, load
 
 
 def _run_identity(report: Report) -> tuple:
@@ -82,6 +82,8 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
             "exit_code": failed[0]["exit_code"] if failed else 0, "command": command or [],
             "passes": _merged_passes(reports), "artifacts": artifacts,
             "ranks": sorted({rank for r in reports for rank in r.meta.get("ranks", [])}),
+            "backend_facts": {name: said for r in reports
+                              for name, said in r.meta["backend_facts"].items()},
             "merged_from": [{"run_dir": str(r.run_dir), "node": node,
                              "environment": r.meta.get("environment", {})}
                             for node, r in enumerate(reports)]}

@@ -28,7 +28,7 @@ from profile_all.errors import UsageError
 from profile_all.report import derived
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
-from profile_all.rows import COLUMNS
+from profile_all.rows import COLUMNS, Facts
 from profile_all.runner import forkserver, process, trust
 from profile_all.runner.launch import Launch
 from profile_all.runner.passrun import PassRun
@@ -354,6 +354,7 @@ def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None
         "passes": summaries,
         "passes_not_run": [p.index for p in passes[len(summaries):]],
         "skipped_backends": selection.skipped,
+        "backend_facts": backends.facts_of(cls.name for cls in selection.runnable),
         "doubts": doubts,
         "preimported": preimport,
         # how the passes' processes began: forked from a server that had imported the
@@ -373,9 +374,10 @@ def _run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None
                                            for r in timed]}
     rows = [row for result in results for row in result["rows"]]
     measured = pd.DataFrame(rows, columns=COLUMNS)
-    extra = derived.region_achieved_flops_rows(measured)
+    facts = {name: Facts.from_dict(said) for name, said in meta["backend_facts"].items()}
+    extra = derived.region_achieved_flops_rows(measured, facts)
     if is_model:
-        achieved, counter = derived.achieved_flops_rows(measured, peak_flops)
+        achieved, counter = derived.achieved_flops_rows(measured, facts, peak_flops)
         extra += achieved
         meta["model"].update(flops_counted_by=counter, peak_flops=peak_flops)
     samples = [kept for result in results for kept in result.get("samples", [])]

@@ -20,9 +20,9 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-import profile_all
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, PassContext, hears_regions, kept_samples
+from profile_all.rows import BENCHMARK
 from profile_all.targets import target_from_spec
 
 
@@ -54,7 +54,8 @@ def _exit_status(error: SystemExit) -> tuple[int, str]:
     return 1, f"sys.exit({error.code!r})"
 
 
-_OWN_FILES = (os.path.dirname(profile_all.__file__),
+#: frames of profile-all's own package and of runpy, left out of the target's traceback
+_OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
               os.path.join(os.path.dirname(os.__file__), "runpy"), "<frozen runpy>")
 
 
@@ -213,8 +214,8 @@ class PassRun:
             except Exception as error:
                 self._guard(backend.name, "stop", error)
         prefix = (self.ctx.pass_index, self.ctx.rank)
-        rows, artifacts = [["bench", *prefix, *measured] for measured in self.target_rows], []
-        samples = [["bench", *prefix, *kept] for kept in getattr(self.target, "samples", [])]
+        rows, artifacts = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows], []
+        samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
         for backend in self.started:
             try:
                 collected = backend.collect(self.ctx)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from profile_all.report.tables import fmt_seconds
+from profile_all.report import format as fmt
 from profile_all.runner.plan import Pass
 
 
@@ -31,7 +31,7 @@ class PassProgress:
         ok = summary["status"] == "ok"
         line = Text(f"{'✓' if ok else '✗'} pass {run_pass.index}/{count} {run_pass.label}: "
                     f"{summary['status']}", style="green" if ok else "red")
-        line.append(f" in {fmt_seconds(summary['process_wall_time'])}", style="default")
+        line.append(f" in {fmt.seconds(summary['process_wall_time'])}", style="default")
         if summary["error"]:
             line.append(f" ({summary['error']})", style="default")
         self.console.print(line)

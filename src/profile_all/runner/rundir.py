@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -83,3 +84,15 @@ class RunDirectory:
             self.final.rmdir()
         os.rename(self.work, self.final)
         return self.final
+
+
+def load(run_dir: str | Path) -> Any:
+    """A saved run's Report; a run written before the backends' facts were saved (format
+    1) gets those of the backends installed here, by name."""
+    from profile_all import backends
+    from profile_all.report.store import load as load_report
+
+    report = load_report(run_dir)
+    if "backend_facts" not in report.meta:
+        report.meta["backend_facts"] = backends.facts_of(report.frame["backend"].unique())
+    return report

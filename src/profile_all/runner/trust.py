@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from profile_all import noise
+from profile_all.rows import region_path
 
 #: per-step times a pass needs for a per-step overhead
 MIN_STEPS = 3
@@ -173,7 +174,7 @@ def _region_calls(results: list[dict[str, Any]], passes: set[int]) -> dict[str, 
         for _backend, number, _rank, scope, name, parent, metric, stat, value, _unit in \
                 result["rows"]:
             if scope == "region" and metric == "calls" and stat == "total":
-                path = f"{parent}/{name}" if parent else name
+                path = region_path(parent, name)
                 calls.setdefault(path, {})[number] = value
     return calls
 

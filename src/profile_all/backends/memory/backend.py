@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
-from profile_all.rows import row
+from profile_all.rows import region_path, row
 
 DEFAULT_INTERVAL = 0.01
 FUNC_LINES_PER_REGION = 2000
@@ -215,7 +215,7 @@ def _functions(profile: Any, calls: dict[tuple[str, str], tuple[array, array]]
     if not len(profile.times):
         return functions, capped
     for (name, parent), (starts, ends) in calls.items():
-        path = f"{parent}/{name}" if parent else name
+        path = region_path(parent, name)
         if len(starts) > FUNC_LINES_PER_REGION:
             capped.append(path)
         starts = np.frombuffer(starts, dtype="d")[:FUNC_LINES_PER_REGION]

@@ -1,0 +1,86 @@
+"""Numbers as display text: times, counts, bytes, changes, rates. Empty for a missing value."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or bool(
+        pd.isna(value))
+
+
+def seconds(value: Any) -> str:
+    if _missing(value):
+        return ""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def count(value: Any) -> str:
+    return "" if _missing(value) else f"{int(value):,}"
+
+
+def change(value: Any) -> str:
+    return "" if _missing(value) else f"{value:+.1%}"
+
+
+def share(value: Any) -> str:
+    return "" if _missing(value) else f"{value:.1%}"
+
+
+def size(value: Any) -> str:
+    """Bytes, in binary units."""
+    if _missing(value):
+        return ""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def giga(value: Any) -> str:
+    return "" if _missing(value) else f"{value / 1e9:.3g}"
+
+
+def bandwidth(value: Any) -> str:
+    return "" if _missing(value) else f"{value / 1e9:,.4g} GB/s"
+
+
+def rate(value: Any) -> str:
+    return "" if _missing(value) else f"{value:,.1f} /s"
+
+
+def by_unit(value: Any, unit: str) -> str:
+    """A value in the report's `unit` column's terms."""
+    if unit == "s":
+        return seconds(value)
+    if unit == "FLOP/s":
+        return "" if _missing(value) else f"{value / 1e9:.3g} GFLOP/s"
+    if unit == "ratio":
+        return share(value)
+    if unit == "1/s":
+        return rate(value)
+    return count(value)
+
+
+def overhead(point: Any, low: Any, high: Any, verdict: Any) -> str:
+    """`1.32x (1.25-1.40)`; an interval holding 1 is `within noise`, and one below 1 is
+    never shown as a speed-up."""
+    if verdict == "reference":
+        return "reference"
+    if _missing(point):
+        return ""
+    if _missing(low):
+        return f"{point:.2f}x (one sample each: untested)"
+    interval = f"{low:.2f}-{high:.2f}"
+    if verdict == "above noise":
+        return f"{point:.2f}x ({interval})"
+    if verdict == "within noise":
+        return f"within noise ({interval})"
+    return f"noise, not a speed-up ({point:.2f}x, {interval})"

@@ -1,0 +1,68 @@
+"""What the reader must know before trusting the tables: skipped backends, failed or
+partial passes, losses, doubts, device time that reached no operator; a sentence each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profile_all.rows import UNATTRIBUTED
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: below this share of device time reaching an operator, the operators' device times are
+#: doubtful enough to say so
+ATTRIBUTED_ENOUGH = 0.95
+
+
+def problems(report: Report) -> list[str]:
+    """Skipped backends, failed passes and failing backends, one sentence each."""
+    lines = [f"backend {name} skipped: {why}"
+             for name, why in report.meta.get("skipped_backends", {}).items()]
+    for summary in report.meta.get("passes", []):
+        if summary["status"] == "partial":
+            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) partial: "
+                         "the target ended well, but a backend lost part of what it measured "
+                         "(below)")
+        elif summary["status"] != "ok":
+            kept = "rows recovered from its journal" if summary.get("recovered") else \
+                "rows measured until then are kept"
+            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
+                         f"{summary['status']}: {summary['error']} ({kept})")
+            if summary.get("ranks"):
+                lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
+                    f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
+                    for r in summary["ranks"]))
+        if summary.get("left_running"):
+            lines.append(f"pass {summary['pass']}: the target left "
+                         f"{len(summary['left_running'])} process(es) running in its group, "
+                         f"ended at the end of the pass: {'; '.join(summary['left_running'])}")
+        lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
+                  f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
+                  else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
+                  for f in summary.get("backend_failures", [])]
+    model = report.meta.get("model", {})
+    if model.get("unstable"):
+        lines.append(f"unstable measurement: the latency's coefficient of variation is "
+                     f"{model['cv']:.0%} (over 10%): a busy machine, frequency scaling, or too "
+                     f"few iterations")
+    if model:
+        from profile_all.report.counters import zero_counts
+
+        lines += zero_counts(report.frame, report.counting)
+    lines += attribution_warnings(report)
+    lines += report.meta.get("doubts", [])
+    if report.meta.get("passes_not_run"):
+        lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
+    return lines
+
+
+def attribution_warnings(report: Report) -> list[str]:
+    """Traces whose device time mostly did not reach an operator (kernels launched outside
+    any operator, or launches missing from the trace): their operator times are partial."""
+    frame = report.frame
+    shares = frame[(frame["metric"] == "attributed_share") & (frame["scope"] == "run")]
+    return [f"pass {entry['pass']} rank {entry['rank']}: only {entry['value']:.1%} of the "
+            f"device time reached an operator (the rest is the {UNATTRIBUTED} row): per-"
+            "operator device times are partial" for _, entry in shares.iterrows()
+            if entry["value"] < ATTRIBUTED_ENOUGH]

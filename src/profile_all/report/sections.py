@@ -1,0 +1,75 @@
+"""The one list of the report's sections, in the order every renderer shows them.
+
+Adding a view to every output (terminal, summary.md, report.html) is its table function
+in `tables` and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from profile_all.report import tables
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the median step "
+                 "time where the target marks steps, else the whole run's, with a 95% interval "
+                 "from per-step times or the timing pass's repeats (--repeat); an interval "
+                 "that holds 1 is within noise.")
+
+
+@dataclass(frozen=True)
+class Section:
+    anchor: str
+    title: str
+    #: the display table (all its rows; renderers cut long ones to their `top`)
+    table: Callable[[Report], pd.DataFrame]
+    #: a sentence on how to read it
+    note: str = ""
+    #: cut to the renderer's `top` rows, with a count of the rest
+    long: bool = False
+    #: shown in the terminal too (the environment and native files are there as lines)
+    in_terminal: bool = True
+
+
+SECTIONS = (
+    Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE),
+    Section("latency", "Model latency (warm-up excluded)", tables.latency_table),
+    Section("batches", "Batch-size search", tables.batches_table),
+    Section("counters", "FLOP counters side by side", tables.counters_table),
+    Section("modules", "Modules (FLOPs per counter)", tables.modules_table, long=True),
+    Section("summary", "Run, steps and regions", tables.summary_table, long=True),
+    Section("ranks", "Across ranks (total time per rank)", tables.ranks_table, long=True,
+            note="The straggler: each rank's total time, its spread ((max - min) / median) "
+                 "and the slowest rank."),
+    Section("functions", "Functions by self time (cProfile)", tables.functions_table,
+            long=True),
+    Section("operators", "Operators (torch.profiler)", tables.operators_table, long=True),
+    Section("kernels", "Kernels by device time", tables.kernels_table, long=True),
+    Section("transfers", "Device copies and fills", tables.transfers_table, long=True),
+    Section("api", "CUDA API calls by host time", tables.api_table, long=True),
+    Section("lines", "Line-by-line memory", tables.lines_table, long=True),
+    Section("native", "Native files", tables.native_files_table, in_terminal=False),
+    Section("skipped", "Skipped backends", tables.skipped_table, in_terminal=False),
+    Section("environment", "Environment", tables.environment_table, in_terminal=False),
+)
+
+
+def shown(report: Report, top: int | None, terminal: bool = False
+          ) -> list[tuple[Section, pd.DataFrame, int]]:
+    """(section, its table cut to `top` rows where long, how many rows were left out) for
+    every section the report has rows for."""
+    out = []
+    for section in SECTIONS:
+        if terminal and not section.in_terminal:
+            continue
+        table = section.table(report)
+        if table.empty:
+            continue
+        out.append((section, *tables.cut(table, top if section.long else None)))
+    return out

@@ -1,0 +1,87 @@
+"""Every view and renderer of a Report built from a dozen hand-written rows: fast (no
+target, no backend, no torch), and a check that the report needs nothing but rows and meta.
+The counter and the timer here are named like no backend profile-all has: the report
+learns what they are from the facts their backends state, never from their names."""
+
+import io
+
+import pandas as pd
+from rich.console import Console
+
+from profile_all.report import derived, html, markdown, sections, terminal
+from profile_all.report.report import Report
+from profile_all.rows import Facts
+
+FACTS = {"my.counter": Facts(counts_flops=True, exact=True).to_dict(),
+         "my.rough": Facts(counts_flops=True, forward_only=True).to_dict(),
+         "my.timer": Facts(region_timer="wall_time").to_dict()}
+ROWS = [
+    ["my.timer", 1, 0, "run", "run", "", "wall_time", "total", 2.0, "s"],
+    ["my.timer", 1, 0, "region", "step", "", "wall_time", "median", 0.010, "s"],
+    ["my.timer", 1, 0, "region", "step", "", "wall_time", "total", 1.0, "s"],
+    ["my.timer", 1, 0, "region", "step", "", "calls", "total", 100, "count"],
+    ["my.timer", 1, 0, "region", "fwd", "step", "wall_time", "total", 0.4, "s"],
+    ["my.counter", 2, 0, "region", "step", "", "flops", "mean", 2e9, "FLOP"],
+    ["my.counter", 2, 0, "module", "Net", "", "flops", "total", 4e9, "FLOP"],
+    ["my.counter", 2, 0, "module", "Net", "", "calls", "total", 2, "count"],
+    ["my.counter", 2, 0, "module", "Net", "", "params", "total", 1000, "count"],
+    ["my.rough", 3, 0, "module", "Net", "", "flops", "total", 2.2e9, "FLOP"],
+    ["my.rough", 3, 0, "module", "Net", "", "calls", "total", 1, "count"],
+    ["my.rough", 3, 0, "module", "Net", "", "params", "total", 1000, "count"],
+    ["tracer", 3, 0, "function", "train <x> | y", "", "self_time", "total", 0.5, "s"],
+    ["tracer", 3, 0, "operator", "aten::mm", "", "self_time", "total", 0.3, "s"],
+]
+META = {"status": "complete", "exit_code": 0, "backend_facts": FACTS,
+        "target": {"command": "python train.py"}, "skipped_backends": {"x": "not here"},
+        "passes": [{"pass": 1, "backends": ["my.timer"], "status": "ok", "exit_code": 0,
+                    "error": "", "target_wall_time": 2.0, "steps": 100,
+                    "overhead_verdict": "reference"}],
+        "artifacts": [{"backend": "tracer", "path": "artifacts/t.json", "viewer": "Perfetto",
+                       "open_command": "open {run_dir}/artifacts/t.json"}],
+        "environment": {"python": "3.11", "packages": {"torch": "2.13"}}}
+
+
+def _report():
+    rows = ROWS + derived.region_achieved_flops_rows(
+        pd.DataFrame(ROWS, columns=Report.from_rows([], {}).frame.columns),
+        {name: Facts.from_dict(said) for name, said in FACTS.items()})
+    return Report.from_rows(rows, META)
+
+
+def test_every_view_and_renderer_from_hand_written_rows():
+    report = _report()
+    # achieved FLOP/s of a region: the exact counter's FLOPs per call over the timer's median
+    rate = report.frame[report.frame["metric"] == "achieved_flops"]
+    assert rate["value"].tolist() == [2e9 / 0.010]
+    # the counters, per call: the exact one is the reference; the other +10% per call
+    counters = report.counters().set_index("counter")
+    assert counters.loc["my.counter", "flops"] == 2e9
+    assert counters.loc["my.rough", "flops"] == 2.2e9
+    assert abs(counters.loc["my.rough", "vs_reference"] - 0.1) < 1e-12
+    assert counters.loc["my.counter", "cause"].startswith("reference")
+    summary = report.summary()
+    assert "my.timer.wall_time.total" in summary.columns  # a dotted name survives
+    assert summary["name"].tolist() == ["run", "step", "fwd"]
+    assert report.functions()["name"].tolist() == ["train <x> | y"]
+    shown = {section.anchor for section, _table, _left in sections.shown(report, 25)}
+    assert {"passes", "counters", "modules", "summary", "functions", "operators", "native",
+            "skipped", "environment"} <= shown
+    page = html.render(report)
+    assert "&lt;x&gt;" in page and "<x>" not in page
+    for section in shown:
+        assert f'<section id="{section}">' in page
+    text = markdown.render(report)
+    assert "## FLOP counters side by side" in text and "train &lt;x&gt; \\| y" in text
+    console = Console(file=io.StringIO(), width=80)
+    terminal.render(report, console)
+    printed = console.file.getvalue()
+    assert "FLOP counters side by side" in printed and "backend x skipped" in printed
+
+
+def test_an_empty_report_renders_without_a_section():
+    anchors = [section.anchor for section in sections.SECTIONS]
+    assert len(anchors) == len(set(anchors))
+    report = Report.from_rows([], {})
+    assert sections.shown(report, 10) == []
+    assert "<section" not in html.body(report)
+    assert "## " not in markdown.render(report)
