@@ -49,26 +49,31 @@ def test_runs_not_calls_carry_the_noise():
 def _summary(number, steps, timing=False, wall=1.0):
     return {"pass": number, "backends": ["wallclock" if timing else "cprofile"],
             "timing": timing, "status": "ok", "target_wall_time": wall,
-            "step_times": list(steps), "steps": len(steps) + 1}
+            "steps": len(steps) + 1}
+
+
+def _step_times(passes, *steps):
+    return {summary["pass"]: list(times) for summary, times in zip(passes, steps, strict=True)}
 
 
 def test_an_overhead_below_one_is_never_a_speed_up():
     rng = np.random.default_rng(0)
-    passes = [_summary(1, 0.010 + rng.normal(0, 1e-4, 50), timing=True),
-              _summary(2, 0.008 + rng.normal(0, 1e-4, 50)),
-              _summary(3, 0.010 + rng.normal(0, 1e-3, 50)),
-              _summary(4, 0.015 + rng.normal(0, 1e-4, 50))]
-    trust.add_overheads(passes, comparable=True)
+    steps = [0.010 + rng.normal(0, 1e-4, 50), 0.008 + rng.normal(0, 1e-4, 50),
+             0.010 + rng.normal(0, 1e-3, 50), 0.015 + rng.normal(0, 1e-4, 50)]
+    passes = [_summary(number, times, timing=number == 1)
+              for number, times in enumerate(steps, start=1)]
+    step_times = _step_times(passes, *steps)
+    trust.add_overheads(passes, step_times, comparable=True)
     verdicts = [p["overhead_verdict"] for p in passes]
     assert verdicts[0] == "reference"
     assert verdicts[1].startswith("below 1: noise or different work")
     assert verdicts[2] == "within noise"
     assert verdicts[3] == "above noise" and passes[3]["overhead_low"] > 1.4
-    said = trust.doubts(passes, [], [], comparable=True)
+    said = trust.doubts(passes, [], step_times, [], comparable=True)
     assert any("ran faster than the clean pass" in line and "not a speed-up" in line
                for line in said)
     one_each = [_summary(1, [], timing=True, wall=2.0), _summary(2, [], wall=1.8)]
-    trust.add_overheads(one_each, comparable=True)
+    trust.add_overheads(one_each, {}, comparable=True)
     assert one_each[1]["overhead_verdict"] == "untested"
     assert one_each[1]["overhead_low"] is None
 

@@ -1,8 +1,8 @@
 """One pass: start its backends, run the target, stop and collect, however the target ended.
 
-The same code runs in a worker process (`profile_all.runner.worker`) and in the caller's process
-(`pa.run(..., isolate=False)`). Its result is a plain dict (JSON in a worker), so the
-orchestrator treats both alike.
+The same code runs in a worker process (`profile_all.runner.worker`) and in the caller's
+process (`pa.run(..., isolate=False)`). Its result is a `PassResult` (JSON from a worker),
+so the orchestrator treats both alike.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import time
 import traceback
 from array import array
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 from profile_all import backends, regions
-from profile_all.backends.base import Backend, PassContext, hears_regions, kept_samples
+from profile_all.backends.base import Backend, hears_regions, kept_samples
 from profile_all.rows import BENCHMARK
+from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.targets import target_from_spec
 
 
@@ -158,18 +158,15 @@ def _children_cpu() -> float:
 
 
 class PassRun:
-    def __init__(self, spec: dict[str, Any], *, own_process: bool, target: Any = None) -> None:
+    def __init__(self, spec: PassSpec, *, own_process: bool, target: Any = None) -> None:
         self.spec = spec
         self.own_process = own_process
-        self.target = target if target is not None else target_from_spec(spec["target"])
+        self.target = target if target is not None else target_from_spec(spec.target)
         self.target_rows: list[list[Any]] = []  # what the target measured itself (bench)
-        self.ctx = PassContext(
-            pass_index=spec["pass"], artifacts_dir=Path(spec["artifacts_dir"]),
-            scratch_dir=Path(spec["scratch_dir"]), rank=spec.get("rank", 0),
-            world_size=spec.get("world_size", 1), command=list(self.target.command))
+        self.ctx = spec.context(self.target.command)
         self.failures: list[dict[str, str]] = []
         self.started: list[Backend] = []
-        self._result: dict[str, Any] | None = None
+        self._result: PassResult | None = None
         #: set as finishing begins, so that the worker's stop watcher leaves it alone
         self.finishing = False
         self.target_started = perf_counter()
@@ -182,10 +179,10 @@ class PassRun:
                               "error": f"{type(error).__name__}: {error}"})
 
     def start(self) -> None:
-        for module in self.spec.get("preimport", []):
+        for module in self.spec.preimport:
             importlib.import_module(module)
-        options = self.spec.get("options", {})
-        for name in self.spec["backends"]:
+        options = self.spec.options
+        for name in self.spec.backends:
             try:
                 backend = backends.load(name)(options.get(name))
                 backend.start(self.ctx)
@@ -198,7 +195,7 @@ class PassRun:
         self._children_at_start = _children_cpu()
         self.target_started = perf_counter()
 
-    def finish(self, outcome: Outcome) -> dict[str, Any]:
+    def finish(self, outcome: Outcome) -> PassResult:
         """Stop and collect every started backend; safe to call twice (returns the first)."""
         if self._result is not None:
             return self._result
@@ -234,22 +231,17 @@ class PassRun:
                     "error": "recorded nothing beyond the run's totals (no function, "
                              "operator, kernel or region): does the target run any of it?"})
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
-        self._result = {
-            "pass": self.ctx.pass_index, "rank": self.ctx.rank,
-            "world_size": self.ctx.world_size, "backends": self.spec["backends"],
-            "outcome": asdict(outcome), "rows": rows, "samples": samples,
-            "artifacts": artifacts,
-            "backend_failures": self.failures, "runtime": _runtime_environment(),
-            "target_facts": getattr(self.target, "facts", {}),
-            "children": {"cpu_time": self._children_during},
-            **self.clock.facts(),
-        }
+        self._result = PassResult(
+            self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
+            samples, artifacts, self.failures, world_size=self.ctx.world_size,
+            runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
+            children={"cpu_time": self._children_during}, **self.clock.facts())
         return self._result
 
     def run_target(self) -> Outcome:
         return run_target(self.target, own_process=self.own_process,
-                          mode=self.spec.get("mode", "once"), measured=self.target_rows)
+                          mode=self.spec.mode, measured=self.target_rows)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> PassResult:
         self.start()
         return self.finish(self.run_target())

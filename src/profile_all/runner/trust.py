@@ -18,6 +18,7 @@ import numpy as np
 
 from profile_all import noise
 from profile_all.rows import region_path
+from profile_all.runner.spec import PassResult
 
 #: per-step times a pass needs for a per-step overhead
 MIN_STEPS = 3
@@ -35,10 +36,12 @@ def _ok(summary: dict[str, Any]) -> bool:
     return summary["status"] in ("ok", "partial")
 
 
-def add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
+def add_overheads(passes: list[dict[str, Any]], step_times: dict[int, list[float]],
+                  comparable: bool) -> None:
     """Each pass's `overhead` over the timing passes, with `overhead_low`/`overhead_high`
-    (None when untested), `overhead_basis` and `overhead_verdict`. Not `comparable` for a
-    model, whose timing pass repeats the work while the others run it once."""
+    (None when untested), `overhead_basis` and `overhead_verdict`; `step_times`: each
+    pass's per-step times. Not `comparable` for a model, whose timing pass repeats the
+    work while the others run it once."""
     timing = [p for p in passes if p["timing"] and _ok(p)] if comparable else []
     for summary in passes:
         summary.update(overhead=None, overhead_low=None, overhead_high=None,
@@ -48,12 +51,13 @@ def add_overheads(passes: list[dict[str, Any]], comparable: bool) -> None:
         if summary["timing"]:
             summary["overhead_verdict"] = "reference"
             continue
-        _overhead(summary, timing)
+        _overhead(summary, timing, step_times)
 
 
-def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]]) -> None:
-    stepped = [np.asarray(p.get("step_times") or [], float) for p in timing]
-    own_steps = np.asarray(summary.get("step_times") or [], float)
+def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
+              step_times: dict[int, list[float]]) -> None:
+    stepped = [np.asarray(step_times.get(p["pass"], []), float) for p in timing]
+    own_steps = np.asarray(step_times.get(summary["pass"], []), float)
     if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
         ratio = noise.median_ratio(stepped, [own_steps])
         point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
@@ -85,12 +89,13 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]]) -> None:
         summary["overhead_verdict"] = "above noise"
 
 
-def doubts(passes: list[dict[str, Any]], results: list[dict[str, Any]],
-           in_process: list[str], comparable: bool) -> list[str]:
+def doubts(passes: list[dict[str, Any]], results: list[PassResult],
+           step_times: dict[int, list[float]], in_process: list[str],
+           comparable: bool) -> list[str]:
     """What makes this run's numbers doubtful, a sentence each. `in_process`: the
     backends that measure inside the target's process (blind to its children).
     `comparable`: False for a model, whose passes do unlike work by design."""
-    found = _noisy_clean_pass(passes) + _different_work(passes, results) \
+    found = _noisy_clean_pass(passes, step_times) + _different_work(passes, results) \
         if comparable else []
     for summary in passes:
         if summary["overhead_verdict"].startswith("below 1"):
@@ -102,11 +107,10 @@ def doubts(passes: list[dict[str, Any]], results: list[dict[str, Any]],
     return found + _model_timing(results) + _children(results, in_process)
 
 
-def _model_timing(results: list[dict[str, Any]]) -> list[str]:
+def _model_timing(results: list[PassResult]) -> list[str]:
     """A model benchmark whose blocks, or whose repeated timing passes, disagree beyond
     the median's interval: the machine drifted, and the interval understates it."""
-    timed = [(r["pass"], r["target_facts"]) for r in results
-             if (r.get("target_facts") or {}).get("median")]
+    timed = [(r.number, r.target_facts) for r in results if r.target_facts.get("median")]
     found = [f"the latency's blocks disagree in pass {number}: block medians "
              f"{facts['block_min'] * 1e3:.4g} to {facts['block_max'] * 1e3:.4g} ms while the "
              f"median's 95% interval is {facts['ci95_low'] * 1e3:.4g} to "
@@ -121,11 +125,12 @@ def _model_timing(results: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _noisy_clean_pass(passes: list[dict[str, Any]]) -> list[str]:
+def _noisy_clean_pass(passes: list[dict[str, Any]],
+                      step_times: dict[int, list[float]]) -> list[str]:
     timing = [p for p in passes if p["timing"] and _ok(p)]
     found = []
     for summary in timing:
-        steps = np.asarray(summary.get("step_times") or [], float)
+        steps = np.asarray(step_times.get(summary["pass"], []), float)
         if len(steps) >= MIN_STEPS and steps.mean() > 0:
             variation = steps.std(ddof=1) / steps.mean()
             if variation > NOISY:
@@ -140,7 +145,7 @@ def _noisy_clean_pass(passes: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _different_work(passes: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[str]:
+def _different_work(passes: list[dict[str, Any]], results: list[PassResult]) -> list[str]:
     """Passes that saw different numbers of steps, or of calls of a region; or, where the
     target marks neither, the fact that this cannot be checked."""
     ended_well = [p for p in passes if p["status"] in ("ok", "partial")]
@@ -165,28 +170,27 @@ def _different_work(passes: list[dict[str, Any]], results: list[dict[str, Any]])
     return []
 
 
-def _region_calls(results: list[dict[str, Any]], passes: set[int]) -> dict[str, dict]:
+def _region_calls(results: list[PassResult], passes: set[int]) -> dict[str, dict]:
     """Per region path, the calls each pass's backends counted (rank 0)."""
     calls: dict[str, dict[int, float]] = {}
     for result in results:
-        if result["pass"] not in passes or result["rank"] != 0:
+        if result.number not in passes or result.rank != 0:
             continue
         for _backend, number, _rank, scope, name, parent, metric, stat, value, _unit in \
-                result["rows"]:
+                result.rows:
             if scope == "region" and metric == "calls" and stat == "total":
                 path = region_path(parent, name)
                 calls.setdefault(path, {})[number] = value
     return calls
 
 
-def _children(results: list[dict[str, Any]], in_process: list[str]) -> list[str]:
+def _children(results: list[PassResult], in_process: list[str]) -> list[str]:
     """One sentence when the target's children did work the in-process backends missed."""
-    busiest = max(results, key=lambda r: (r.get("children") or {}).get("cpu_time") or 0.0,
-                  default=None)
+    busiest = max(results, key=lambda r: r.children.get("cpu_time") or 0.0, default=None)
     if busiest is None:
         return []
-    cpu = (busiest.get("children") or {}).get("cpu_time") or 0.0
-    wall = (busiest.get("outcome") or {}).get("target_wall_time") or 0.0
+    cpu = busiest.children.get("cpu_time") or 0.0
+    wall = busiest.outcome.get("target_wall_time") or 0.0
     if cpu < CHILD_CPU_SECONDS or cpu < CHILD_CPU_SHARE * wall:
         return []
     blind = f"{', '.join(in_process)} measure inside the target's process and" \
@@ -194,13 +198,13 @@ def _children(results: list[dict[str, Any]], in_process: list[str]) -> list[str]
     peak = _children_peak(results)
     memory = f", their peak RSS {peak / 2**20:.0f} MiB (memory backend)" if peak else ""
     return [f"the target's child processes (DataLoader workers, subprocesses, mp.spawn) used "
-            f"{cpu:.3g} s of CPU in pass {busiest['pass']}{memory}: {blind} did not see that "
+            f"{cpu:.3g} s of CPU in pass {busiest.number}{memory}: {blind} did not see that "
             "work"]
 
 
-def _children_peak(results: list[dict[str, Any]]) -> float:
+def _children_peak(results: list[PassResult]) -> float:
     """The children's peak RSS as the memory sampler saw it (getrusage's is the largest
     child's high-water mark, which a forked child inherits from its parent: not theirs)."""
-    peaks = [row[-2] for result in results for row in result["rows"]
-             if row[0] == "memory" and row[3] == "run" and row[6] == "peak_rss_children"]
+    peaks = [row[-2] for result in results for row in result.rows
+             if row[3] == "run" and row[6] == "peak_rss_children"]
     return max(peaks, default=0.0)

@@ -32,11 +32,11 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-import orjson
 import psutil
 
 from profile_all.fileio import write_atomic
 from profile_all.runner.passrun import Outcome, PassRun, Terminated
+from profile_all.runner.spec import PassResult, PassSpec
 
 #: the worker's own pid, set as it starts (a worker forked from the fork server imported
 #: this module in the server)
@@ -77,8 +77,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
-def _write_result(path: Path, result: dict[str, Any]) -> None:
-    write_atomic(path, orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY))
+def _write_result(path: Path, result: PassResult) -> None:
+    write_atomic(path, result.to_json())
 
 
 def _forget_wakeup_fd() -> None:
@@ -118,11 +118,10 @@ def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
 def main(argv: list[str]) -> int:
     global _WORKER_PID
     _WORKER_PID = os.getpid()
-    spec = orjson.loads(Path(argv[1]).read_bytes())
-    if spec.get("distributed"):  # one of several ranks, started by torchrun
-        spec["rank"], spec["world_size"] = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    # the run folder's path is the user's: never through str.format
-    result_path = Path(spec["result_path"].replace("{rank}", str(spec.get("rank", 0))))
+    spec = PassSpec.from_json(Path(argv[1]).read_bytes())
+    if spec.distributed:  # one of several ranks, started by torchrun
+        spec = spec.for_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+    result_path = spec.result_file
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_terminated)
     # a Ctrl-C passed on by profile-all is a KeyboardInterrupt in the target, as without
@@ -141,8 +140,8 @@ def main(argv: list[str]) -> int:
 
     os._exit = exit_now
     _watch_for_stuck_stop(pass_run, result_path)
-    if spec.get("parent_pid"):
-        _watch_parent(spec["parent_pid"])
+    if spec.parent_pid:
+        _watch_parent(spec.parent_pid)
     pass_run.start()
     outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish

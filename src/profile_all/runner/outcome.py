@@ -1,0 +1,96 @@
+"""How a pass ended, decided once from what its ranks said and how its process ended, and
+how the run ended from its passes."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from profile_all.runner.plan import Pass
+from profile_all.runner.spec import PassResult
+
+TIMEOUT_EXIT_CODE = 124
+
+#: outcomes that did not cause a pass to fail, least telling last: a rank stopped by
+#: torchrun after another failed, then a rank that ended well
+_CAUSES_LAST = ("terminated", "ok")
+
+
+def rank_outcome(result: PassResult, ended: str, timeout: float | None) -> dict[str, Any]:
+    """A rank's outcome as the pass's verdict has it: a timeout or a stop signal that
+    profile-all got (`ended`: `exited`, `timeout` or the signal's name) overrides what
+    the rank said, which is kept as `ended_as`; a rank stopped by Ctrl-C is interrupted."""
+    outcome = dict(result.outcome)
+    if ended != "exited":
+        outcome["ended_as"] = outcome["error"]
+    if ended == "timeout":
+        outcome.update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
+                       error=f"timed out after {timeout:g} s")
+    elif ended.startswith("SIG") or outcome["status"] == "interrupted":
+        signum = signal.Signals[ended] if ended.startswith("SIG") else signal.SIGINT
+        error = "interrupted (Ctrl-C)" if signum == signal.SIGINT else \
+            f"interrupted: profile-all got {signum.name}"
+        outcome.update(status="interrupted", exit_code=128 + signum, error=error)
+    return outcome
+
+
+def _cause(outcomes: list[tuple[PassResult, dict[str, Any]]]
+           ) -> tuple[PassResult, dict[str, Any]]:
+    """The rank whose outcome is the pass's: the first failing rank, the one that ended
+    first (the cause, not the ranks that failed or were stopped after it)."""
+    return min(outcomes, key=lambda pair: (
+        _CAUSES_LAST.index(pair[1]["status"]) if pair[1]["status"] in _CAUSES_LAST else -1,
+        pair[1].get("ended_at") or float("inf"), pair[0].rank))
+
+
+def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
+                 timeout: float | None, wall: float, distributed: bool) -> dict[str, Any]:
+    """The pass as meta.json has it: its verdict (the cause's outcome), its target time
+    (its slowest rank's), its steps and losses, and per rank how it ended."""
+    outcomes = [(result, rank_outcome(result, ended, timeout)) for result in results]
+    cause, outcome = _cause(outcomes)
+    times = [o["target_wall_time"] for _r, o in outcomes if o["target_wall_time"] is not None]
+    prefix = f"rank {cause.rank}: " if distributed and outcome["error"] else ""
+    failures = [{**failure, "error": (f"rank {r.rank}: " if distributed else "")
+                 + failure["error"]} for r in results for failure in r.backend_failures]
+    status = outcome["status"]
+    if status == "ok" and any(f["phase"] != "note" for f in failures):
+        status = "partial"  # the target ended well, but a backend lost what it measured
+    steps = [r.steps for r in results if r.steps is not None]
+    summary = {
+        "pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
+        "repeat": run_pass.repeat, "status": status, "exit_code": outcome["exit_code"],
+        "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
+        "process_wall_time": wall, "recovered": any(r.recovered for r in results),
+        "steps": max(steps) if steps else None,
+        "step_source": next((r.step_source for r in results if r.step_source), ""),
+        "backend_failures": failures,
+        "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
+                 f"artifacts/pass{run_pass.index}.stderr.log"]}
+    if distributed:
+        summary["failed_rank"] = cause.rank if outcome["status"] != "ok" else None
+        summary["ranks"] = [{"rank": r.rank, **o, "recovered": r.recovered}
+                            for r, o in outcomes]
+    return summary
+
+
+def step_times(results: list[PassResult]) -> list[float]:
+    """The slowest rank's per-step times (the most steps), for the pass's overhead."""
+    return max((r.step_times for r in results), key=len, default=[])
+
+
+def run_ending(summaries: list[dict[str, Any]], status: str,
+               stop_signal: int | None) -> tuple[str, int]:
+    """(the run's status, its exit code): the first failing pass's exit code; `partial`
+    when a pass lost data; `interrupted` when profile-all was asked to stop."""
+    failed = [s for s in summaries if s["exit_code"] != 0]
+    exit_code = failed[0]["exit_code"] if failed else 0
+    if failed and status == "complete":
+        status = "failed"
+    elif status == "complete" and any(s["status"] == "partial" for s in summaries):
+        status = "partial"
+    if stop_signal is not None:  # asked to stop: a pass was cut short, or none started
+        status = "interrupted"
+        if not any(s["status"] == "interrupted" for s in summaries):
+            exit_code = 128 + stop_signal
+    return status, exit_code

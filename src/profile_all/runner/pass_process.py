@@ -1,0 +1,128 @@
+"""One pass in a process of its own: started (forked from the server, or a fresh
+interpreter, or under torchrun or nsys), its output teed to the pass logs, stopped on a
+timeout or a stop signal, and its ranks' results read back (or recovered from journals).
+
+Each pass is `python -m profile_all.runner.worker SPEC` in a session of its own. Because
+the worker is not in our process group, a Ctrl-C reaches only us, and we pass it on: the
+target sees KeyboardInterrupt as it would, the pass is finished and written, and no
+further pass runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from profile_all import backends
+from profile_all.runner import forkserver, process, spec
+from profile_all.runner.launch import Launch
+from profile_all.runner.rundir import RunDirectory
+from profile_all.runner.spec import PassResult, PassSpec
+
+
+@dataclass
+class Ended:
+    """How a pass's process ended: `exited`, `timeout` or the name of the stop signal
+    profile-all got; each rank's result; the processes the target left and that were
+    ended."""
+
+    how: str
+    results: list[PassResult]
+    left_running: list[str]
+
+
+def wrappers(pass_spec: PassSpec) -> list[Any]:
+    """The pass's backends that launch its process themselves (nsys)."""
+    classes = [backends.load(name) for name in pass_spec.backends]
+    return [cls(pass_spec.options.get(cls.name)) for cls in classes if hasattr(cls, "wrap")]
+
+
+def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
+           server: forkserver.ForkServer | None) -> Any:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    worker = ["-m", "profile_all.runner.worker", str(spec_path)]
+    argv = launch.argv(pass_spec.number, worker) if launch.distributed \
+        else [sys.executable, *worker]
+    wrapping = wrappers(pass_spec)
+    for wrapper in wrapping:
+        argv = wrapper.wrap(argv, pass_spec.context())
+    if server is not None and not launch.distributed and not wrapping:
+        return server.start(spec_path, env)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env=env)
+
+
+def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
+        stops: process.StopRequests, server: forkserver.ForkServer | None) -> Ended:
+    """Run one pass in a worker (a worker per rank under torchrun). A rank that died
+    without a result gets what its backends journaled."""
+    number = pass_spec.number
+    spec_path = run_dir.scratch / f"pass{number}.spec.json"
+    spec_path.write_bytes(pass_spec.to_json())
+    pass_process = _start(pass_spec, spec_path, launch, server)
+    tees = [process.Tee(pass_process.stdout, "stdout",
+                        run_dir.artifacts / f"pass{number}.stdout.log"),
+            process.Tee(pass_process.stderr, "stderr",
+                        run_dir.artifacts / f"pass{number}.stderr.log")]
+    for tee in tees:
+        tee.start()
+    how = "exited"
+    try:
+        with stops.waiting():
+            pass_process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        how = "timeout"
+        process.stop(pass_process, signal.SIGTERM, stops)
+    except process.Stopped as stopped:  # the same signal for the target, as it would get
+        how = signal.Signals(stopped.signum).name
+        process.stop(pass_process, stopped.signum, stops)
+    left = process.end_leftovers(pass_process)  # they may hold the pipes open
+    for tee in tees:
+        tee.join(timeout=5)
+    results = _results(pass_spec, run_dir, launch, pass_process.returncode)
+    return Ended(how, _with_wrappers(pass_spec, results), left)
+
+
+def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
+             return_code: int) -> list[PassResult]:
+    found = {}
+    for path in run_dir.scratch.glob(f"pass{pass_spec.number}.result.rank*.json"):
+        result = PassResult.from_json(path.read_bytes())
+        found[result.rank] = result
+    expected = _expected_ranks(launch, found)
+    for rank in sorted(expected - set(found)):
+        found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), return_code)
+    return [found[rank] for rank in sorted(found)]
+
+
+def _expected_ranks(launch: Launch, results: dict[int, PassResult]) -> set[int]:
+    """This node's ranks: those that wrote a result, and the rest of the node's block."""
+    if not launch.distributed:
+        return {0}
+    local = launch.local_world_size()
+    first = (launch.node_rank or 0) * local
+    if results:
+        first = min(results) // local * local
+    return set(results) | set(range(first, first + local))
+
+
+def _with_wrappers(pass_spec: PassSpec, results: list[PassResult]) -> list[PassResult]:
+    """The first rank's result with the rows of wrapper backends, made once their process
+    has ended."""
+    rows, artifacts, failures = [], [], []
+    for wrapper in wrappers(pass_spec):
+        try:
+            collected = wrapper.finish(pass_spec.context())
+        except Exception as error:
+            failures.append({"backend": wrapper.name, "phase": "finish",
+                             "error": f"{type(error).__name__}: {error}"})
+            continue
+        rows += [[wrapper.name, pass_spec.number, 0, *measured] for measured in collected.rows]
+        artifacts += [artifact.to_dict() for artifact in collected.artifacts]
+    if not (rows or artifacts or failures):
+        return results
+    return [results[0].with_more(rows, artifacts, failures), *results[1:]]

@@ -1,0 +1,114 @@
+"""What goes into a pass and what comes out of it, typed: the `PassSpec` the orchestrator
+builds once per pass (JSON for a worker process), and the `PassResult` one rank of it
+gives back (JSON from a worker, or made from a dead worker's journals)."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from profile_all import backends
+from profile_all.backends.base import PassContext
+
+
+@dataclasses.dataclass(frozen=True)
+class PassSpec:
+    number: int
+    backends: list[str]
+    #: "bench": the timing pass of a model (the target repeats its work); else "once"
+    mode: str
+    target: dict[str, Any]
+    options: dict[str, dict[str, Any]]
+    #: modules imported before the target's clock starts, the same in every pass
+    preimport: list[str]
+    #: one of several ranks under torchrun: each rank reads its own from the environment
+    distributed: bool
+    #: profile-all's pid: the worker stops its pass when profile-all is gone
+    parent_pid: int
+    artifacts_dir: str
+    scratch_dir: str
+    #: where the result is written; `{rank}` is replaced by the rank (never str.format)
+    result_path: str
+    rank: int = 0
+    world_size: int = 1
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PassSpec:
+        return cls(**orjson.loads(data))
+
+    def for_rank(self, rank: int, world_size: int) -> PassSpec:
+        return dataclasses.replace(self, rank=rank, world_size=world_size)
+
+    @property
+    def result_file(self) -> Path:
+        return Path(self.result_path.replace("{rank}", str(self.rank)))
+
+    def context(self, command: list[str] | None = None) -> PassContext:
+        return PassContext(pass_index=self.number, artifacts_dir=Path(self.artifacts_dir),
+                           scratch_dir=Path(self.scratch_dir), rank=self.rank,
+                           world_size=self.world_size, command=list(command or []))
+
+
+@dataclasses.dataclass(frozen=True)
+class PassResult:
+    """One rank's pass: its rows (COLUMNS order), per-call samples, native files, how its
+    target ended (passrun.Outcome as a dict), what its backends lost, and what the pass
+    saw of the target (steps, children, the model benchmark's facts)."""
+
+    number: int
+    rank: int
+    backends: list[str]
+    outcome: dict[str, Any]
+    rows: list[list[Any]]
+    samples: list[list[Any]] = dataclasses.field(default_factory=list)
+    artifacts: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    backend_failures: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    world_size: int = 1
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
+    target_facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    children: dict[str, float] = dataclasses.field(default_factory=dict)
+    steps: int | None = None
+    step_source: str = ""
+    step_times: list[float] = dataclasses.field(default_factory=list)
+    #: made from the journals of a worker that died without writing its result
+    recovered: bool = False
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(dataclasses.asdict(self), option=orjson.OPT_SERIALIZE_NUMPY)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PassResult:
+        return cls(**orjson.loads(data))
+
+    def with_more(self, rows: list[list[Any]], artifacts: list[dict[str, str]],
+                  failures: list[dict[str, str]]) -> PassResult:
+        """This result and what a wrapper backend measured outside the worker (nsys)."""
+        return dataclasses.replace(self, rows=self.rows + rows,
+                                   artifacts=self.artifacts + artifacts,
+                                   backend_failures=self.backend_failures + failures)
+
+
+def recovered(spec: PassSpec, return_code: int) -> PassResult:
+    """The result of a worker (rank `spec.rank`) that died without writing one: what its
+    backends journaled, and how the process ended."""
+    ctx = spec.context()
+    rows, samples = [], []
+    for name in spec.backends:
+        found = backends.load(name).recover(ctx)
+        rows += [[name, spec.number, spec.rank, *measured] for measured in found.rows]
+        samples += [[name, spec.number, spec.rank, *kept] for kept in found.samples]
+    if return_code < 0:
+        code, error = 128 - return_code, f"killed by {signal.Signals(-return_code).name}"
+    else:
+        code, error = return_code, f"the worker exited with {return_code} without a result"
+    return PassResult(spec.number, spec.rank, spec.backends,
+                      {"status": "killed", "exit_code": code, "error": error,
+                       "target_wall_time": None},
+                      rows, samples, world_size=spec.world_size, recovered=True)
