@@ -56,8 +56,8 @@ def test_bad_specs(tmp_path, args, message):
     (["--input-shape", "1,x,3"], "--input-shape wants positive integers"),
     (["--input-shape", "1,0"], "--input-shape wants positive integers"),
     (["--input-shape", "1,100"], "the model rejects inputs of shape 1x100: RuntimeError"),
-    (["--input-shape", "1,784", "--dtype", "float8"], "--dtype must be one of"),
-    (["--input-shape", "1,784", "--batch-size", "many"], "--batch-size wants a positive"),
+    (["--input-shape", "1,784", "--dtype", "float8"], "dtype (--dtype) must be one of"),
+    (["--input-shape", "1,784", "--batch-size", "many"], "(--batch-size) wants a positive"),
 ])
 def test_bad_shapes_and_options(tmp_path, extra, message):
     result = profile_all("model", f"{MODELS}:mlp", *extra, cwd=tmp_path)

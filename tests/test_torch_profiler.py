@@ -90,7 +90,7 @@ def test_live_trace_operators_match_torchs_own_key_averages(tmp_path):
     calls itself (aten::sum) folded into one call as torch folds it."""
     import torch
 
-    from profile_all.readers.trace_analysis import operator_frame
+    from profile_all.readers.trace_links import operator_frame
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 10))

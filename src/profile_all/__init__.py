@@ -20,8 +20,8 @@ from profile_all.errors import ProfileAllError, UsageError
 from profile_all.regions import region, step
 from profile_all.runner.launch import Launch
 
-__all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "load", "merge",
-           "profile_model", "region", "run", "step"]
+__all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "compare", "ingest", "load",
+           "merge", "profile_model", "region", "run", "step"]
 
 
 def __getattr__(name: str) -> Any:
@@ -40,7 +40,8 @@ def __getattr__(name: str) -> Any:
 def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str] | None = None,
         out: str | Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
-        launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False) -> Any:
+        launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False,
+        observer: Any = None, command: Sequence[str] | None = None) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     backends: names as `profile-all backends` lists them (default: every backend that can
@@ -58,6 +59,10 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     for a comparison that gates CI).
     fresh_processes: a fresh interpreter for every pass, instead of forking each from a
     server that imported torch once (seconds saved a pass).
+    observer: told as each pass starts and ends (`pass_started(pass, count)`,
+    `pass_ended(pass, count, summary)`): the CLI's progress lines.
+    command: the command line recorded in meta.json (the CLI's argv).
+    options["torch-profiler"]["schedule"]: {"wait": W, "warmup": U, "active": A} or "W,U,A".
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget
@@ -77,18 +82,46 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     launch = launch or Launch(nproc_per_node=str(nproc_per_node))
     return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
-                            repeat=repeat,
+                            repeat=repeat, observer=observer,
+                            command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes))
 
 
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
-          force: bool = False) -> Any:
+          force: bool = False, command: Sequence[str] | None = None) -> Any:
     """One Report from the run directories of several nodes (`profile-all merge`)."""
     from profile_all.runner.merge_runs import merge as merge_runs
 
     return merge_runs(validate.paths("run_dirs", run_dirs),
                       validate.path("out", out, optional=True),
-                      force=validate.flag("force", force))
+                      force=validate.flag("force", force),
+                      command=validate.strings("command", command or [], paths_too=True))
+
+
+def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
+           command: Sequence[str] | None = None) -> Any:
+    """A Report from profiler files that already exist (`profile-all ingest`): chrome
+    traces (a file, or a directory of them), pstats, Nsight Systems exports and reports,
+    `nsys stats` CSVs, mprofile .dat files; a rank per trace."""
+    from profile_all.runner.ingest_files import ingest as ingest_files
+
+    return ingest_files(validate.paths("files", files), validate.path("out", out, optional=True),
+                        command=validate.strings("command", command or [], paths_too=True))
+
+
+def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None) -> Any:
+    """What changed from run A to run B: `Report.compare`'s table (a row per measure, its
+    change b / a - 1 with a 95% interval and a verdict; `attrs["notes"]`: what makes the
+    runs unlike). With `fail_above` (percent), `attrs["slower"]` holds the regions slower
+    beyond the run-to-run noise by more than that (both runs need `repeat` >= 2)."""
+    from profile_all.report.compare import slower_than
+    from profile_all.runner.rundir import load
+
+    fail_above = validate.percent("fail_above", fail_above)
+    table = load(validate.path("run_a", run_a)).compare(load(validate.path("run_b", run_b)))
+    if fail_above is not None:
+        table.attrs["slower"] = slower_than(table, fail_above)
+    return table
 
 
 def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
@@ -97,8 +130,9 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
                   dtype: str | None = None, device: str = "auto", train: bool = False,
                   batch_size: int | str | None = None, warmup: int = 10,
                   iters: int | None = None, budget_seconds: float = 10.0,
-                  max_memory: float | None = None, peak_flops: float | None = None,
-                  timeout: float | None = None, repeat: int = 1) -> Any:
+                  max_memory: float | str | None = None, peak_flops: float | None = None,
+                  timeout: float | None = None, repeat: int = 1, observer: Any = None,
+                  command: Sequence[str] | None = None) -> Any:
     """Benchmark a model and count its FLOPs with every counter; write and return a Report.
 
     model: a live nn.Module (every pass runs in this process) or a SPEC string,
@@ -109,6 +143,8 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     confidence interval is within 2%, or budget_seconds run out.
     backends: default flop-counter, thop and flops-profiler (the benchmark always runs).
     repeat: how many timing passes, spread among the counter passes (fresh processes).
+    max_memory: the batch search on CPU stops before this much memory: bytes, or "8G".
+    observer, command: as for `run`.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ModelTarget
@@ -130,12 +166,18 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     else:
         raise validate.ArgumentTypeError("profile_model needs example_inputs or input_shapes")
     out = validate.path("out", out, optional=True)
+    if isinstance(batch_size, str) and batch_size != "auto":
+        raise validate.ArgumentValueError(f"batch_size (--batch-size) wants a positive "
+                                          f"integer or auto, got {batch_size!r}")
     if batch_size is not None and batch_size != "auto":
         shapes = [(validate.whole("batch_size", batch_size, 1), *shape[1:]) for shape in shapes]
     target = ModelTarget(
         spec=model if not live else f"<live>:{type(model).__name__}", input_shapes=shapes,
         dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,
         budget_seconds=budget_seconds, batch_search=batch_size == "auto",
-        max_memory=max_memory, live_model=model if live else None)
+        max_memory=validate.byte_size("max_memory (--max-memory)", max_memory),
+        live_model=model if live else None)
     return orchestrator.run(target, backend_names=backends, out=out, timeout=timeout,
-                            isolate=not live, peak_flops=peak_flops, repeat=repeat)
+                            isolate=not live, peak_flops=peak_flops, repeat=repeat,
+                            observer=observer,
+                            command=validate.strings("command", command or [], paths_too=True))

@@ -10,16 +10,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.exceptions import TyperException
 
 from profile_all import backends as backend_registry
+from profile_all import cli_files
 from profile_all.errors import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -102,82 +101,27 @@ def run(
         rich_help_panel="Several ranks (torchrun)")] = "profile-all",
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
+    import profile_all as pa
     from profile_all.report import terminal
-    from profile_all.runner import orchestrator
-    from profile_all.runner.launch import Launch
     from profile_all.runner.progress import PassProgress
-    from profile_all.targets import ScriptTarget
 
-    launch = Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
     torch_options: dict[str, Any] = {
         "record_shapes": record_shapes, "profile_memory": profile_memory,
         "with_flops": with_flops, "with_stack": with_stack}
     if torch_schedule:
-        torch_options["schedule"] = _schedule(torch_schedule)
-    report = orchestrator.run(
-        ScriptTarget(script, script_args or []), backend_names=backend, out=out,
-        timeout=timeout, observer=PassProgress(err_console), command=sys.argv,
+        torch_options["schedule"] = torch_schedule
+    report = pa.run(
+        script, script_args or [], backends=backend, out=out, timeout=timeout,
         options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
                  "cuda-events": {"warmup_steps": warmup_steps},
                  "nsys": {"module_ranges": nvtx_modules},
                  "memory": {"interval": memory_interval, "lines": memory_lines or []}},
-        launch=launch, repeat=repeat, fresh_processes=fresh_processes)
+        launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
+                         rdzv_id),
+        repeat=repeat, fresh_processes=fresh_processes, observer=PassProgress(err_console),
+        command=sys.argv)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
-
-
-def _schedule(text: str) -> dict[str, int]:
-    try:
-        wait, warmup, active = (int(part) for part in text.split(","))
-    except ValueError:
-        raise UsageError(f"--torch-schedule wants WAIT,WARMUP,ACTIVE (three integers), "
-                         f"got {text!r}") from None
-    if min(wait, warmup) < 0 or active < 1:
-        raise UsageError(f"--torch-schedule: WAIT and WARMUP >= 0 and ACTIVE >= 1, got {text!r}")
-    return {"wait": wait, "warmup": warmup, "active": active}
-
-
-@app.command()
-@_one_line_errors
-def ingest(
-    files: Annotated[list[Path], typer.Argument(
-        help="chrome traces (.json, .json.gz), pstats files (.prof), nsys sqlite exports")],
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the run directory [default: reports/<timestamp>-ingest]")] = None,
-) -> None:
-    """Build a report from profiler files that already exist, a rank column per trace."""
-    from profile_all.report import terminal
-    from profile_all.runner.ingest_files import ingest as ingest_files
-
-    terminal.render(ingest_files(files, out, command=sys.argv), err_console)
-
-
-@app.command()
-@_one_line_errors
-def merge(
-    run_dirs: Annotated[list[Path], typer.Argument(help="the run directories of each node")],
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the merged run directory [default: reports/<timestamp>-merge]")]
-    = None,
-    force: Annotated[bool, typer.Option(
-        help="merge directories that are not from the same run")] = False,
-) -> None:
-    """Merge the run directories of several nodes into one report, a rank column per row."""
-    from profile_all.report import terminal
-    from profile_all.runner.merge_runs import merge as merge_runs
-
-    terminal.render(merge_runs(run_dirs, out, force=force, command=sys.argv), err_console)
-
-
-def _bytes(text: str | None) -> float | None:
-    """`8G`, `512M`, `1000000` -> bytes."""
-    if text is None:
-        return None
-    scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(text[-1:].upper(), 1)
-    try:
-        return float(text[:-1] if scale != 1 else text) * scale
-    except ValueError:
-        raise UsageError(f"--max-memory wants bytes like 8G or 512M, got {text!r}") from None
 
 
 @app.command()
@@ -214,121 +158,25 @@ def model(
         "spread between them is beside the latency's interval")] = 1,
 ) -> None:
     """Benchmark a model the right way and count its FLOPs with every counter."""
+    import profile_all as pa
     from profile_all.model.build import parse_shape
     from profile_all.report import terminal
-    from profile_all.runner import orchestrator
     from profile_all.runner.progress import PassProgress
-    from profile_all.targets import ModelTarget
 
-    shapes = [parse_shape(text) for text in input_shape]
-    if batch_size not in (None, "auto"):
-        if not batch_size.isdigit() or int(batch_size) < 1:
-            raise UsageError(f"--batch-size wants a positive integer or auto, got {batch_size!r}")
-        shapes = [(int(batch_size), *shape[1:]) for shape in shapes]
-    target = ModelTarget(spec, shapes, dtype=dtype, device=device, train=train, warmup=warmup,
-                         iters=iters, batch_search=batch_size == "auto",
-                         max_memory=_bytes(max_memory))
-    report = orchestrator.run(target, backend_names=backend, out=out, timeout=timeout,
-                              observer=PassProgress(err_console), command=sys.argv,
-                              peak_flops=peak_flops, repeat=repeat)
+    report = pa.profile_model(
+        spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
+        device=device, train=train, warmup=warmup, iters=iters,
+        batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,
+        max_memory=max_memory, peak_flops=peak_flops, backends=backend, out=out,
+        timeout=timeout, repeat=repeat, observer=PassProgress(err_console), command=sys.argv)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)
 
 
-@app.command("backends")
-def list_backends() -> None:
-    """List every registered backend, and whether it can run here."""
-    table = Table("backend", "kind", "available", "measures", "native file")
-    for name in backend_registry.known_names():
-        cls = backend_registry.load(name)
-        ok, reason = cls.available()
-        table.add_row(name, cls.kind, "yes" if ok else f"no: {reason}", cls.measures,
-                      cls.native_file)
-    Console().print(table)
-
-
-class Format(str, Enum):
-    table = "table"
-    md = "md"
-    csv = "csv"
-    json = "json"
-
-
-@app.command()
-@_one_line_errors
-def show(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
-    format: Annotated[Format, typer.Option(
-        "--format", "-f", help="table (terminal), md (markdown), csv or json (every row)")]
-    = Format.table,
-    top: Annotated[int, typer.Option(min=1, help="rows of each long table shown")] = 10,
-    html: Annotated[bool, typer.Option(
-        "--html", help="(re)write RUN/report.html and print its path")] = False,
-) -> None:
-    """Print a run's report: its tables, or every row as CSV or JSON."""
-    from profile_all.report.formats import render_to
-    from profile_all.report.store import write_html
-    from profile_all.runner.rundir import load
-
-    report = load(run_dir)
-    if html:
-        print(write_html(report))
-        return
-    render_to(report, format.value, top, sys.stdout)
-
-
-@app.command()
-@_one_line_errors
-def compare(
-    run_a: Annotated[Path, typer.Argument(help="the run before the change")],
-    run_b: Annotated[Path, typer.Argument(help="the run after it")],
-    fail_above: Annotated[float | None, typer.Option(
-        metavar="PCT", help="exit 1 when a region got slower, beyond the run-to-run noise, "
-        "by more than PCT percent (for CI; both runs need --repeat 2 or more)")] = None,
-    format: Annotated[Format, typer.Option(
-        "--format", "-f", help="table, md, csv or json")] = Format.table,
-) -> None:
-    """Compare two runs: each region's change in time, with its 95% interval and verdict."""
-    from profile_all.report import tables
-    from profile_all.report.compare import slower_than
-    from profile_all.report.terminal import rich_table
-    from profile_all.runner.rundir import load
-
-    table = load(run_a).compare(load(run_b))
-    slower = slower_than(table, fail_above) if fail_above is not None else None
-    if format is Format.table:
-        console = Console()
-        console.print(rich_table("Change from A to B (b / a - 1)",
-                                     tables.compare_table(table)))
-        console.print(f"A: {run_a}\nB: {run_b}", highlight=False)
-    elif format is Format.md:
-        print(tables.compare_table(table).to_markdown(index=False))
-    elif format is Format.csv:
-        table.to_csv(sys.stdout, index=False)
-    else:
-        print(table.to_json(orient="records"))
-    for note in table.attrs.get("notes", []):
-        print(f"profile-all: note: {note}", file=sys.stderr)
-    if slower is not None and not slower.empty:
-        names = ", ".join(f"{name} ({change:+.1%})" for name, change
-                          in zip(slower["name"], slower["change"], strict=True))
-        print(f"profile-all: slower by more than {fail_above:g}% beyond the run-to-run noise: "
-              f"{names}", file=sys.stderr)
-        raise typer.Exit(1)
-
-
-@app.command()
-@_one_line_errors
-def view(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory with a cProfile file")],
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (the next free one if taken)")]
-    = 8080,
-    browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
-) -> None:
-    """Open the run's cProfile file in SnakeViz, served on 127.0.0.1."""
-    from profile_all.view import serve_snakeviz
-
-    serve_snakeviz(run_dir, port, browser)
+for command in (cli_files.ingest, cli_files.merge, cli_files.show, cli_files.compare,
+                cli_files.view):
+    app.command()(_one_line_errors(command))
+app.command("backends")(cli_files.list_backends)
 
 
 def main(argv: list[str] | None = None) -> None:

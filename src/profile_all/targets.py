@@ -101,11 +101,11 @@ class ModelTarget:
         from profile_all.model import build
 
         self.input_shapes = validate.shapes(self.input_shapes)
-        validate.choice("--dtype", self.dtype, build.DTYPES)
+        validate.choice("dtype (--dtype)", self.dtype, build.DTYPES)
         if not isinstance(self.device, str) or not (
                 self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise validate.ArgumentValueError(
-                f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+                f"device (--device) must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         validate.flag("train", self.train)
         validate.whole("warmup", self.warmup, 0)
         if self.iters is not None:
@@ -134,7 +134,7 @@ class ModelTarget:
         from profile_all.model import build
 
         if self.dtype not in build.DTYPES:
-            raise UsageError(f"--dtype must be one of {', '.join(build.DTYPES)}, "
+            raise UsageError(f"dtype (--dtype) must be one of {', '.join(build.DTYPES)}, "
                              f"got {self.dtype!r}")
         device = build.resolve_device(self.device)
         model = self.live_model if self.live_model is not None else build.build_model(self.spec)

@@ -166,3 +166,30 @@ def paths(name: str, value: Any) -> list[Path]:
     if isinstance(value, str | bytes | os.PathLike) or not isinstance(value, Sequence):
         raise ArgumentTypeError(f"{name} must be a list of paths, not {_kind(value)}")
     return [path(name, item) for item in value]
+
+
+_BYTE_SCALES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def byte_size(name: str, value: Any) -> float | None:
+    """None, a positive number of bytes, or text like `8G`, `512M` or `1000000`."""
+    if isinstance(value, str):
+        scale = _BYTE_SCALES.get(value[-1:].upper(), 1)
+        try:
+            value = float(value[:-1] if scale != 1 else value) * scale
+        except ValueError:
+            raise ArgumentValueError(f"{name} wants bytes like 8G or 512M, got {value!r}") \
+                from None
+    return positive(name, value)
+
+
+def percent(name: str, value: Any) -> float | None:
+    """None or a finite percentage of 0 or more."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArgumentTypeError(f"{name} must be a number (percent), not {_kind(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise ArgumentValueError(f"{name} must be a finite percentage of 0 or more, "
+                                 f"got {value!r}")
+    return float(value)

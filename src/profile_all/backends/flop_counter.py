@@ -40,13 +40,11 @@ def _cpu_attention_formulas() -> dict[Any, Any]:
             aten._scaled_dot_product_flash_attention_for_cpu_backward: backward}
 
 
-def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
-    """A FlopCounterMode whose module tracker names roots as `roots` does, counts backward
-    calls and records each forward call's facts, and which keeps backward and attention
-    FLOPs per module apart. Built on private parts of torch 2.13's ModuleTracker
-    (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook) and of FlopCounterMode
-    (_count_flops): tests/test_counter_calls.py checks the names and calls they give."""
-    from torch.utils.flop_counter import FlopCounterMode
+def _tracker(roots: RootModules) -> Any:
+    """A ModuleTracker that names roots as `roots` does, counts backward calls and records
+    each forward call's facts. Built on private parts of torch 2.13's ModuleTracker
+    (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook):
+    tests/test_counter_calls.py checks the names and calls they give."""
     from torch.utils.module_tracker import ModuleTracker
 
     class Tracker(ModuleTracker):
@@ -85,10 +83,18 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
             self.facts.record(self._get_mod_name(mod), mod, output)
             super()._fw_post_hook(mod, input, output)
 
+    return Tracker()
+
+
+def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
+    """A FlopCounterMode with `_tracker(roots)`, which keeps backward and attention FLOPs
+    per module apart. Built on FlopCounterMode's private `_count_flops` (torch 2.13)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     class Mode(FlopCounterMode):
         def __init__(self) -> None:
             super().__init__(display=False, custom_mapping=custom_mapping)
-            self.mod_tracker = Tracker()
+            self.mod_tracker = _tracker(roots)
             self.backward_flops: Counter[str] = Counter()
             self.attention_flops: Counter[str] = Counter()
 

@@ -57,20 +57,11 @@ class TorchProfiler(Backend):
     imports = ("torch", "torch._dynamo")
     requires = (("torch", "torch"),)
     option_types: ClassVar[dict[str, Any]] = {**dict.fromkeys(OPTION_NAMES, bool),
-                                              "schedule": dict}
+                                              "schedule": (dict, str)}
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
-        """A schedule is {"wait": W, "warmup": U, "active": A}, W and U >= 0, A >= 1."""
-        steps = options.get("schedule")
-        if steps is None:
-            return
-        if set(steps) != {"wait", "warmup", "active"}:
-            raise validate.ArgumentValueError(
-                f"the torch-profiler schedule wants wait, warmup and active, got "
-                f"{sorted(steps)}")
-        for key, least in (("wait", 0), ("warmup", 0), ("active", 1)):
-            validate.whole(f"the schedule's {key}", steps[key], least)
+        _schedule(options.get("schedule"))
 
     def start(self, ctx: PassContext) -> None:
         import torch
@@ -80,7 +71,7 @@ class TorchProfiler(Backend):
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
-        steps = self.options.get("schedule")  # {"wait": w, "warmup": u, "active": a}
+        steps = _schedule(self.options.get("schedule"))
         self._scheduled = bool(steps)
         self._path = ctx.artifact_path("torch_trace.json.gz")
         self._exported = False
@@ -167,3 +158,24 @@ class TorchProfiler(Backend):
         if parent:
             parent = "/".join(self._encoded.get(part, part) for part in parent.split("/"))
         return [scope, name, parent, *measured[3:]]
+
+
+def _schedule(steps: dict[str, int] | str | None) -> dict[str, int] | None:
+    """{"wait": W, "warmup": U, "active": A}, or the same as text "W,U,A" (--torch-schedule);
+    W and U >= 0, A >= 1."""
+    if isinstance(steps, str):
+        try:
+            wait, warmup, active = (int(part) for part in steps.split(","))
+        except ValueError:
+            raise validate.ArgumentValueError(
+                f"the torch-profiler schedule: --torch-schedule wants WAIT,WARMUP,ACTIVE "
+                f"(three integers), got {steps!r}") from None
+        steps = {"wait": wait, "warmup": warmup, "active": active}
+    if steps is None:
+        return None
+    if set(steps) != {"wait", "warmup", "active"}:
+        raise validate.ArgumentValueError(
+            f"the torch-profiler schedule wants wait, warmup and active, got {sorted(steps)}")
+    for key, least in (("wait", 0), ("warmup", 0), ("active", 1)):
+        validate.whole(f"the schedule's {key}", steps[key], least)
+    return steps

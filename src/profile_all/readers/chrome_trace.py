@@ -17,15 +17,12 @@ Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtim
 `distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says: the
 Trace Event Format makes that field a display hint only.
 
-torch writes a `"` in a record_function name raw, which is invalid JSON; such a trace is
-read after re-escaping the quotes of its `"name"` lines (Kineto writes one key a line).
+The file's bytes, the event array's span and torch's unescaped quotes: trace_bytes.
 """
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -33,11 +30,10 @@ from typing import Any
 
 import orjson
 
-from profile_all.readers import IngestError
+from profile_all.readers import trace_bytes
 
 CHUNK_BYTES = 4 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
-_ARRAY_KEY = b'"traceEvents"'
 
 #: lower-cased category -> what the analyses call it
 CATEGORIES = {
@@ -89,37 +85,28 @@ class ChromeTrace:
         return int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else 0
 
 
-def read_bytes(path: Path) -> bytes:
-    """The trace's JSON bytes, gunzipped when the content is gzip (whatever the name)."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise IngestError(f"{path}: no such file") from None
-    except OSError as error:
-        raise IngestError(f"{path}: cannot be read: {error.strerror}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as error:
-            raise IngestError(f"{path}: corrupt or truncated gzip data ({error})") from None
-    if str(path).endswith(".gz"):
-        raise IngestError(f"{path}: named .gz but is not gzip data")
-    return raw
-
-
-def _json_error(path: Path, data: bytes) -> IngestError:
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError as error:
-        if not data.strip():
-            return IngestError(f"{path}: empty file, not a trace")
-        return IngestError(f"{path}: not valid JSON, corrupt or truncated ({error})")
-    return IngestError(f"{path}: not a torch.profiler chrome trace (no traceEvents list, "
-                       "and not a JSON array of events)")
-
-
 def _parse_array(data: bytes, start: int, stop: int) -> list[dict]:
     return orjson.loads(b"[" + data[start:stop].rstrip().rstrip(b",") + b"]")
+
+
+MATMUL_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
+                   "aten::baddbmm": (1, 2)}
+
+
+def matmul_flops(name: str, dims: list) -> int:
+    """FLOPs of a matrix product from its input shapes, as torch's with_flops counts them
+    (2 x batch x M x K x N): traces of recent torch carry the shapes but not the count.
+    Other operators get 0 (not derived)."""
+    operands = MATMUL_OPERANDS.get(name)
+    if operands is None:
+        return 0
+    try:
+        first, second = dims[operands[0]], dims[operands[1]]
+        *batch, m, k = first
+        n = second[-1]
+        return 2 * (batch[0] if batch else 1) * m * k * n
+    except (ValueError, TypeError, IndexError):
+        return 0
 
 
 class _Collector:
@@ -193,75 +180,9 @@ def _number(value: Any) -> float:
 
 
 #: matrix products whose FLOPs the shapes give: operator -> positions of its two matrices
-MATMUL_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
-                   "aten::baddbmm": (1, 2)}
-
-
-def matmul_flops(name: str, dims: list) -> int:
-    """FLOPs of a matrix product from its input shapes, as torch's with_flops counts them
-    (2 x batch x M x K x N): traces of recent torch carry the shapes but not the count.
-    Other operators get 0 (not derived)."""
-    operands = MATMUL_OPERANDS.get(name)
-    if operands is None:
-        return 0
-    try:
-        first, second = dims[operands[0]], dims[operands[1]]
-        *batch, m, k = first
-        n = second[-1]
-        return 2 * (batch[0] if batch else 1) * m * k * n
-    except (ValueError, TypeError, IndexError):
-        return 0
-
-
-def _events_span(data: bytes) -> tuple[int, int, int] | None:
-    """(the event array's `[`, its first event's `{`, its closing `]`) when the layout is
-    the usual one: a `traceEvents` array in an object, or a bare array of events."""
-    stripped = len(data) - len(data.lstrip())
-    if data[stripped:stripped + 1] == b"[":
-        opening = stripped
-    else:
-        key = data.find(_ARRAY_KEY)
-        if key < 0:
-            return None
-        opening = data.find(b"[", key)
-    first = opening + 1
-    while first < len(data) and data[first] in b" \t\r\n":
-        first += 1
-    if first >= len(data):
-        return None
-    if data[first:first + 1] == b"]":
-        return opening, first, first  # an empty list
-    if data[first:first + 1] != b"{":
-        return None  # not an array of event objects
-    # the closing bracket: the last `]` after which the rest of the document still parses
-    closing = len(data)
-    for _ in range(4096):
-        closing = data.rfind(b"]", first, closing)
-        if closing < 0:
-            return None
-        try:
-            orjson.loads(data[:opening + 1] + data[closing:])
-        except orjson.JSONDecodeError:
-            continue
-        return opening, first, closing
-    return None
-
-
-#: a pretty-printed name line whose value holds a raw `"` (torch does not escape them)
-_RAW_QUOTED_NAME = re.compile(rb'^(\s*"name": ")(.*".*)(",?)\s*$', re.MULTILINE)
-
-
-def _escape_raw_quotes(data: bytes) -> bytes:
-    def escape(match: re.Match) -> bytes:
-        inner = re.sub(rb'(?<!\\)"', rb'\\"', match.group(2))
-        return match.group(1) + inner + match.group(3)
-
-    return _RAW_QUOTED_NAME.sub(escape, data)
-
-
 def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
     """(metadata, columns), or None when the bytes are not a trace this reader parses."""
-    span = _events_span(data)
+    span = trace_bytes.events_span(data)
     if span is not None:
         opening, first, closing = span
         meta = orjson.loads(data[:opening + 1] + data[closing:])
@@ -287,12 +208,12 @@ def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
 def load(path: str | Path) -> ChromeTrace:
     """Read a chrome trace into compact columns; IngestError when it is not one."""
     path = Path(path)
-    data = read_bytes(path)
+    data = trace_bytes.read_bytes(path)
     read = _read_columns(data)
     if read is None and b'"name": "' in data:
-        read = _read_columns(_escape_raw_quotes(data))
+        read = _read_columns(trace_bytes.escape_raw_quotes(data))
     if read is None:
-        raise _json_error(path, data)
+        raise trace_bytes.json_error(path, data)
     meta, columns = read
     return ChromeTrace(path, meta, columns)
 

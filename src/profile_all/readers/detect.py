@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profile_all.readers import IngestError, nsys_csv, nsys_rep, nsys_sqlite
+from profile_all.readers import IngestError, nsys_csv, nsys_csv_table, nsys_rep, nsys_sqlite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: how much of a file its kind is told from
@@ -22,7 +22,7 @@ _MARSHAL_AFTER_DICT = b"()\xa8\xa90"
 KINDS_READ = (
     "torch.profiler/Kineto chrome traces (.json, .json.gz, or a directory of them), "
     "pstats files (cProfile .prof), Nsight Systems sqlite exports and .nsys-rep reports, "
-    f"nsys stats CSV reports ({', '.join(nsys_csv.REPORTS)}; .csv, .csv.gz, .csv.xz), "
+    f"nsys stats CSV reports ({', '.join(nsys_csv_table.REPORTS)}; .csv, .csv.gz, .csv.xz), "
     "and mprof .dat files")
 
 
@@ -55,10 +55,10 @@ def _kind(head: bytes) -> str | None:
         return "nsys-sqlite"
     if head.startswith(nsys_rep.MAGIC):
         return "nsys-rep"
-    text = nsys_csv.decompressed_head(head)
-    if _looks_like_json(text) and not head.startswith(nsys_csv.XZ_MAGIC):
+    text = nsys_csv_table.decompressed_head(head)
+    if _looks_like_json(text) and not head.startswith(nsys_csv_table.XZ_MAGIC):
         return "chrome-trace"  # plain or gzip: what the chrome-trace reader reads
-    if nsys_csv.report_in(text.decode("utf-8", errors="replace")):
+    if nsys_csv_table.report_in(text.decode("utf-8", errors="replace")):
         return "nsys-csv"
     if head.startswith((b"CMDLINE ", b"MEM ")):
         return "mprof"
@@ -77,8 +77,8 @@ def read_any(path: str | Path) -> IngestedFile:
         head = stream.read(HEAD_BYTES)
     if not head:
         raise IngestError(f"{path}: empty file")
-    compressed = head.startswith((nsys_csv.GZIP_MAGIC, nsys_csv.XZ_MAGIC))
-    if compressed and not nsys_csv.decompressed_head(head):
+    compressed = head.startswith((nsys_csv_table.GZIP_MAGIC, nsys_csv_table.XZ_MAGIC))
+    if compressed and not nsys_csv_table.decompressed_head(head):
         raise IngestError(f"{path}: corrupt or truncated compressed data")
     kind = _kind(head)
     if kind is None:

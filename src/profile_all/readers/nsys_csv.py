@@ -1,14 +1,7 @@
 """`nsys stats` CSV reports -> report rows, the same rows as the sqlite reader gives, as far
 as each report carries the data.
 
-Which report a file holds is told by its header line, never by its name (`nsys stats
---output` names files after the report, but users rename them): see REPORTS. The header
-may follow a few lines that nsys prints before it ("Generating SQLite file ...",
-"Processing [...] with [...]..."), when its standard output was saved. Columns are read by
-label ("Duration (ns)" is the label `duration` in unit `ns`), case aside, with the units
-honoured: times in ns (the default), us, ms or s (`nsys stats --timeunit`), sizes in B, KB,
-MB or GB, which nsys counts in powers of ten (its `Bytes (MB)` column is bytes / 10^6: a
-4 MiB copy shows as 4.194). Files may be plain, gzip or xz (`.csv.xz`), told by content.
+The files, their units and compression: nsys_csv_table.
 
 The reports read, and their rows:
 - nvtx_pushpop_trace: regions with their parent paths ("outer/inner", from ParentId),
@@ -26,19 +19,14 @@ that every nsys reader names a range alike (`forward`, `MPI:MPI_Send`).
 
 from __future__ import annotations
 
-import csv
-import gzip
-import lzma
-import re
-import zlib
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import IngestError
-from profile_all.readers.nsys_sqlite import (
+from profile_all.readers.nsys_csv_table import Table, read
+from profile_all.readers.nsys_rows import (
     activity_rows,
     api_names,
     memcpy_name,
@@ -47,144 +35,10 @@ from profile_all.readers.nsys_sqlite import (
 )
 from profile_all.rows import row
 
-#: each report read, with the header labels (lower case, units aside) that tell it apart
-REPORTS = {
-    "nvtx_pushpop_trace": {"start", "end", "duration", "name", "lvl", "rangeid", "parentid"},
-    "nvtx_sum": {"total time", "instances", "range"},
-    "cuda_gpu_trace": {"start", "duration", "corrid", "grdx", "name"},
-    "cuda_api_trace": {"start", "duration", "name", "result", "corrid"},
-    "cuda_gpu_kern_sum": {"total time", "instances", "name"},
-    "cuda_api_sum": {"total time", "num calls", "name"},
-}
-#: older nsys versions' labels, as the current ones
-_ALIASES = {"start time": "start"}
-#: where the header may be: after at most this many lines of nsys's own messages
-PREAMBLE_LINES = 20
-XZ_MAGIC = b"\xfd7zXZ\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-_SECONDS = {"ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "µs": 1e-6, "μs": 1e-6,
-            "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
-_BYTES = {"b": 1.0, "byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9,
-          "kib": 2.0 ** 10, "mib": 2.0 ** 20, "gib": 2.0 ** 30}
-_HEADER = re.compile(r"(.*?)\s*\(([^()]*)\)")
 #: a summary's statistics: the stat each one is, and the labels nsys versions gave it
 _STATS = {"mean": ("avg", "average"), "median": ("med", "median"),
           "min": ("min", "minimum"), "max": ("max", "maximum"), "std": ("stddev",)}
 _CALLS = ("instances", "num calls", "calls", "count")
-
-
-def _label_and_unit(field: str) -> tuple[str, str]:
-    """"Duration (ns)" -> ("duration", "ns"); "Name" -> ("name", "")."""
-    match = _HEADER.fullmatch(field.strip())
-    label, unit = (match.group(1), match.group(2)) if match else (field.strip(), "")
-    label = label.lower()
-    return _ALIASES.get(label, label), unit.strip().lower()
-
-
-def report_of(fields: list[str]) -> str | None:
-    """The report whose header these fields are, or None."""
-    labels = {_label_and_unit(field)[0] for field in fields}
-    return next((report for report, needed in REPORTS.items() if needed <= labels), None)
-
-
-def _fields(line: str) -> list[str]:
-    """A line's CSV fields; none for a line no CSV reader takes (binary data)."""
-    try:
-        return next(csv.reader([line]), [])
-    except csv.Error:
-        return []
-
-
-def report_in(text: str) -> str | None:
-    """The report of the CSV whose first lines are `text`, or None: a decision by content."""
-    lines = text.splitlines()[:PREAMBLE_LINES]
-    return next((report for report in map(report_of, map(_fields, lines)) if report), None)
-
-
-def opened(path: Path, head: bytes) -> IO[str]:
-    """The file as text, decompressed when its content (`head`) is gzip or xz."""
-    if head.startswith(GZIP_MAGIC):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
-    if head.startswith(XZ_MAGIC):
-        return lzma.open(path, "rt", encoding="utf-8", errors="replace", newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
-
-
-def decompressed_head(head: bytes, size: int = 65536) -> bytes:
-    """Up to `size` bytes of what a gzip or xz file starts with (its first block suffices),
-    the bytes themselves otherwise; b"" when they do not decompress."""
-    try:
-        if head.startswith(GZIP_MAGIC):
-            return zlib.decompressobj(wbits=31).decompress(head, size)
-        if head.startswith(XZ_MAGIC):
-            return lzma.LZMADecompressor().decompress(head, size)
-    except (zlib.error, lzma.LZMAError, EOFError):
-        return b""
-    return head
-
-
-class _Table:
-    """A report's rows as text, its columns looked up by label, values in SI units."""
-
-    def __init__(self, path: Path, fields: list[str], frame: pd.DataFrame) -> None:
-        self.path = path
-        self.frame = frame
-        self.columns = {}
-        for field in fields:
-            label, unit = _label_and_unit(field)
-            self.columns.setdefault(label, (field, unit))
-
-    def has(self, label: str) -> bool:
-        return label in self.columns
-
-    def text(self, label: str) -> pd.Series:
-        return self.frame[self.columns[label][0]].fillna("").astype(str)
-
-    def number(self, label: str) -> pd.Series:
-        return pd.to_numeric(self.frame[self.columns[label][0]], errors="coerce")
-
-    def _scaled(self, label: str, units: dict[str, float], default: str) -> pd.Series:
-        field, unit = self.columns[label]
-        if (unit or default) not in units:
-            raise IngestError(f"{self.path}: column {field!r} is in a unit profile-all does "
-                              f"not know ({unit}); it reads {', '.join(units)}")
-        return self.number(label) * units[unit or default]
-
-    def seconds(self, label: str) -> pd.Series:
-        """A time column in seconds; nanoseconds where the header gives no unit (nsys's
-        default)."""
-        return self._scaled(label, _SECONDS, "ns")
-
-    def bytes(self, label: str) -> pd.Series:
-        return self._scaled(label, _BYTES, "b")
-
-
-def _read(path: Path, head: bytes) -> tuple[str, _Table]:
-    """The report and its table; the header found within PREAMBLE_LINES lines."""
-    try:
-        with opened(path, head) as stream:
-            for _ in range(PREAMBLE_LINES):
-                fields = _fields(stream.readline())
-                report = report_of(fields)
-                if report:
-                    return report, _Table(path, fields, _data(stream, fields))
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, pd.errors.ParserError,
-            csv.Error) as error:
-        raise IngestError(f"{path}: unreadable nsys stats CSV ({_one_line(error)})") from None
-    raise IngestError(f"{path}: no nsys stats report header in its first {PREAMBLE_LINES} lines")
-
-
-def _data(stream: IO[str], fields: list[str]) -> pd.DataFrame:
-    """The lines after the header, as text (a header alone: no rows)."""
-    try:
-        return pd.read_csv(stream, header=None, names=fields, dtype=str,
-                           keep_default_na=False, na_values=[""])
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame(columns=fields, dtype=str)
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())
 
 
 def range_name(names: pd.Series) -> pd.Series:
@@ -213,7 +67,7 @@ def _span(starts: pd.Series, ends: pd.Series) -> list[list[Any]]:
     return [row("run", "trace", "wall_time", ends.max() - starts.min())]
 
 
-def _pushpop(table: _Table) -> list[list[Any]]:
+def _pushpop(table: Table) -> list[list[Any]]:
     ranges = pd.DataFrame({"name": range_name(table.text("name")),
                            "wall": table.seconds("duration"), "level": table.number("lvl"),
                            "id": table.text("rangeid"), "parent_id": table.text("parentid")})
@@ -228,11 +82,11 @@ def _copy_names(names: pd.Series, sources: pd.Series, destinations: pd.Series) -
             for kind, source, destination in zip(kinds, sources, destinations, strict=True)]
 
 
-def _optional_text(table: _Table, label: str) -> pd.Series:
+def _optional_text(table: Table, label: str) -> pd.Series:
     return table.text(label) if table.has(label) else pd.Series("", index=table.frame.index)
 
 
-def _gpu_trace(table: _Table) -> list[list[Any]]:
+def _gpu_trace(table: Table) -> list[list[Any]]:
     """Kernels, copies (`[CUDA memcpy Host-to-Device]`) and fills (`[CUDA memset]`)."""
     names, seconds = table.text("name"), table.seconds("duration")
     moved = table.bytes("bytes") if table.has("bytes") else pd.Series(np.nan, index=names.index)
@@ -254,7 +108,7 @@ def _gpu_trace(table: _Table) -> list[list[Any]]:
             + activity_rows("memcpy", copies) + activity_rows("memset", fills))
 
 
-def _api_trace(table: _Table) -> list[list[Any]]:
+def _api_trace(table: Table) -> list[list[Any]]:
     """API calls. nsys lists a call twice where it kept its backtrace (the backtrace record
     has the same thread, correlation id and name, and a wider interval): the shorter one,
     the call itself, is kept."""
@@ -271,7 +125,7 @@ def _api_trace(table: _Table) -> list[list[Any]]:
             + activity_rows("api", calls, "wall_time"))
 
 
-def _summary_rows(table: _Table, scope: str, names: pd.Series, metric: str) -> list[list[Any]]:
+def _summary_rows(table: Table, scope: str, names: pd.Series, metric: str) -> list[list[Any]]:
     """A summary report's rows: calls, total time and each statistic it gives. A name on
     several lines (by grid size, or by NVTX range style) gets the sums, the mean they make,
     the smallest min and largest max; its median and spread cannot be recombined."""
@@ -295,7 +149,7 @@ def _summary_rows(table: _Table, scope: str, names: pd.Series, metric: str) -> l
     return rows
 
 
-def _devices(table: _Table) -> list[str]:
+def _devices(table: Table) -> list[str]:
     return sorted(set(table.text("device")) - {""}) if table.has("device") else []
 
 
@@ -305,7 +159,7 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     path = Path(path)
     with open(path, "rb") as stream:
         head = stream.read(16)
-    report, table = _read(path, head)
+    report, table = read(path, head)
     readers = {
         "nvtx_pushpop_trace": _pushpop,
         "nvtx_sum": lambda t: _summary_rows(t, "region", range_name(t.text("range")),

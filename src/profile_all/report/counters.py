@@ -288,22 +288,3 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
             row["cause"] = _cause(row, facts, training, reference, counting)
         table += rows
     return pd.DataFrame(table, columns=COUNTER_COLUMNS)
-
-
-def zero_counts(frame: pd.DataFrame, counting: Counting) -> list[str]:
-    """Modules with parameters that a counter says compute nothing, where the exact counter
-    counted FLOPs (or did not run): worth a warning. The exact counter's own zeros (a
-    BatchNorm under FlopCounterMode) are right: it counts matmul, convolution and
-    attention only."""
-    table = modules(frame, counting)
-    warnings = []
-    reference = counting.reference
-    for _, module in table.iterrows():
-        if not module["params"] or pd.isna(module["params"]):
-            continue
-        missed = reference not in table.columns or module[reference] > 0
-        for counter in [c for c in counting.counters if c in counting.forward_only]:
-            if missed and counter in table.columns and module[counter] == 0:
-                warnings.append(f"{counter} counted 0 FLOPs for {module['module']}, which has "
-                                f"{int(module['params']):,} parameters")
-    return warnings

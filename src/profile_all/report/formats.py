@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 import orjson
+import pandas as pd
 from rich.console import Console
 
-from profile_all.report import markdown, terminal
+from profile_all.report import markdown, tables, terminal
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -31,3 +32,20 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
                                   default=str).decode() + "\n")
     else:
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+
+
+def render_compare(table: pd.DataFrame, format: str, stream: TextIO, caption: str = "") -> None:
+    """`Report.compare`'s table as a terminal table (with `caption` under it), markdown,
+    CSV or JSON (every column)."""
+    if format == "table":
+        console = Console(file=stream)
+        console.print(terminal.rich_table("Change from A to B (b / a - 1)",
+                                          tables.compare_table(table)))
+        if caption:
+            console.print(caption, highlight=False)
+    elif format == "md":
+        print(tables.compare_table(table).to_markdown(index=False), file=stream)
+    elif format == "csv":
+        table.to_csv(stream, index=False)
+    else:
+        print(table.to_json(orient="records"), file=stream)

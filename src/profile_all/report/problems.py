@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
+from profile_all.report.counters import Counting, modules
 from profile_all.rows import UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -27,8 +30,10 @@ def problems(report: Report) -> list[str]:
         elif summary["status"] != "ok":
             kept = "rows recovered from its journal" if summary.get("recovered") else \
                 "rows measured until then are kept"
+            said = summary["error"] if summary["error"].startswith(summary["status"]) \
+                else f"{summary['status']}: {summary['error']}"
             lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
-                         f"{summary['status']}: {summary['error']} ({kept})")
+                         f"{said} ({kept})")
             if summary.get("ranks"):
                 lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
                     f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
@@ -47,8 +52,6 @@ def problems(report: Report) -> list[str]:
                      f"{model['cv']:.0%} (over 10%): a busy machine, frequency scaling, or too "
                      f"few iterations")
     if model:
-        from profile_all.report.counters import zero_counts
-
         lines += zero_counts(report.frame, report.counting)
     lines += attribution_warnings(report)
     lines += report.meta.get("doubts", [])
@@ -66,3 +69,22 @@ def attribution_warnings(report: Report) -> list[str]:
             f"device time reached an operator (the rest is the {UNATTRIBUTED} row): per-"
             "operator device times are partial" for _, entry in shares.iterrows()
             if entry["value"] < ATTRIBUTED_ENOUGH]
+
+
+def zero_counts(frame: pd.DataFrame, counting: Counting) -> list[str]:
+    """Modules with parameters that a counter says compute nothing, where the exact counter
+    counted FLOPs (or did not run): worth a warning. The exact counter's own zeros (a
+    BatchNorm under FlopCounterMode) are right: it counts matmul, convolution and
+    attention only."""
+    table = modules(frame, counting)
+    warnings = []
+    reference = counting.reference
+    for _, module in table.iterrows():
+        if not module["params"] or pd.isna(module["params"]):
+            continue
+        missed = reference not in table.columns or module[reference] > 0
+        for counter in [c for c in counting.counters if c in counting.forward_only]:
+            if missed and counter in table.columns and module[counter] == 0:
+                warnings.append(f"{counter} counted 0 FLOPs for {module['module']}, which has "
+                                f"{int(module['params']):,} parameters")
+    return warnings

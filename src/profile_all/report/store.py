@@ -50,12 +50,18 @@ def load(run_dir: str | Path) -> Report:
     run_dir = validate.path("run_dir", run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"not a run directory: {run_dir} (no such folder)")
+    for name in ("meta.json", "report.parquet", "samples.parquet"):
+        if not (run_dir / name).resolve().is_relative_to(run_dir.resolve()):
+            raise UsageError(f"{run_dir}/{name} is a link out of the run folder: refused")
     try:
         meta = json.loads((run_dir / "meta.json").read_text())
     except FileNotFoundError:
         raise UsageError(f"not a run directory: {run_dir} (no meta.json)") from None
     except (OSError, ValueError) as error:
         raise UsageError(f"{run_dir}/meta.json cannot be read: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata (nested "
+                         "deeper than Python's JSON reader goes)") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
         raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata")
     if meta["format"] > FORMAT_VERSION:

@@ -14,6 +14,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass
 
+from profile_all import validate
 from profile_all.errors import UsageError
 
 _NPROC_WORDS = ("auto", "cpu", "gpu")
@@ -39,7 +40,8 @@ class Launch:
     def validate(self) -> None:
         if not (self.nproc_per_node in _NPROC_WORDS
                 or (self.nproc_per_node.isdigit() and int(self.nproc_per_node) >= 1)):
-            raise UsageError("--nproc-per-node wants a positive integer or auto, cpu, gpu; "
+            raise validate.ArgumentValueError(
+                "nproc_per_node (--nproc-per-node) wants a positive integer or auto, cpu, gpu; "
                              f"got {self.nproc_per_node!r}")
         if not re.fullmatch(r"[1-9]\d*(:[1-9]\d*)?", self.nnodes):
             raise UsageError(f"--nnodes wants N or MIN:MAX, got {self.nnodes!r}")

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -154,8 +155,27 @@ def end_leftovers(process: subprocess.Popen) -> list[str]:
     if not left:
         return []
     signal_group(process, signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(left, timeout=LEFTOVER_GRACE_SECONDS)
+    alive = _wait_ended(left, LEFTOVER_GRACE_SECONDS)
     if alive:
         signal_group(process, signal.SIGKILL)
-        psutil.wait_procs(alive, timeout=LEFTOVER_GRACE_SECONDS)
+        _wait_ended(alive, LEFTOVER_GRACE_SECONDS)
     return described
+
+
+def _ended(leftover: psutil.Process) -> bool:
+    """Gone, or a zombie: an orphan that died waits for init to reap it, which on some
+    machines takes seconds; it holds nothing and runs nothing."""
+    try:
+        return leftover.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_ended(processes: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to `timeout` for `processes` to end; those still running."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in processes if not _ended(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if not _ended(p)]
+    return alive

@@ -1,0 +1,123 @@
+"""The commands that read what exists: ingest and merge files into a run folder, show a
+run, compare two, open one in SnakeViz, list the backends. Registered on the app by
+profile_all.cli, which makes bad input one line."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from profile_all import backends as backend_registry
+
+ERR_CONSOLE = Console(stderr=True)
+
+
+def ingest(
+    files: Annotated[list[Path], typer.Argument(
+        help="chrome traces (.json, .json.gz), pstats files (.prof), nsys sqlite exports")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the run directory [default: reports/<timestamp>-ingest]")] = None,
+) -> None:
+    """Build a report from profiler files that already exist, a rank column per trace."""
+    import profile_all as pa
+    from profile_all.report import terminal
+
+    terminal.render(pa.ingest(files, out, command=sys.argv), ERR_CONSOLE)
+
+
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(help="the run directories of each node")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="the merged run directory [default: reports/<timestamp>-merge]")]
+    = None,
+    force: Annotated[bool, typer.Option(
+        help="merge directories that are not from the same run")] = False,
+) -> None:
+    """Merge the run directories of several nodes into one report, a rank column per row."""
+    import profile_all as pa
+    from profile_all.report import terminal
+
+    terminal.render(pa.merge(run_dirs, out, force=force, command=sys.argv), ERR_CONSOLE)
+
+
+def list_backends() -> None:
+    """List every registered backend, and whether it can run here."""
+    table = Table("backend", "kind", "available", "measures", "native file")
+    for name in backend_registry.known_names():
+        cls = backend_registry.load(name)
+        ok, reason = cls.available()
+        table.add_row(name, cls.kind, "yes" if ok else f"no: {reason}", cls.measures,
+                      cls.native_file)
+    Console().print(table)
+
+
+class Format(str, Enum):
+    table = "table"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", help="table (terminal), md (markdown), csv or json (every row)")]
+    = Format.table,
+    top: Annotated[int, typer.Option(min=1, help="rows of each long table shown")] = 10,
+    html: Annotated[bool, typer.Option(
+        "--html", help="(re)write RUN/report.html and print its path")] = False,
+) -> None:
+    """Print a run's report: its tables, or every row as CSV or JSON."""
+    import profile_all as pa
+    from profile_all.report.formats import render_to
+    from profile_all.report.store import write_html
+
+    report = pa.load(run_dir)
+    if html:
+        print(write_html(report))
+        return
+    render_to(report, format.value, top, sys.stdout)
+
+
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="the run before the change")],
+    run_b: Annotated[Path, typer.Argument(help="the run after it")],
+    fail_above: Annotated[float | None, typer.Option(
+        metavar="PCT", help="exit 1 when a region got slower, beyond the run-to-run noise, "
+        "by more than PCT percent (for CI; both runs need --repeat 2 or more)")] = None,
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", help="table, md, csv or json")] = Format.table,
+) -> None:
+    """Compare two runs: each region's change in time, with its 95% interval and verdict."""
+    import profile_all as pa
+    from profile_all.report.formats import render_compare
+
+    table = pa.compare(run_a, run_b, fail_above=fail_above)
+    render_compare(table, format.value, sys.stdout, f"A: {run_a}\nB: {run_b}")
+    for note in table.attrs.get("notes", []):
+        print(f"profile-all: note: {note}", file=sys.stderr)
+    slower = table.attrs.get("slower")
+    if slower is not None and not slower.empty:
+        names = ", ".join(f"{name} ({change:+.1%})" for name, change
+                          in zip(slower["name"], slower["change"], strict=True))
+        print(f"profile-all: slower by more than {fail_above:g}% beyond the run-to-run noise: "
+              f"{names}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory with a cProfile file")],
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (the next free one if taken)")]
+    = 8080,
+    browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
+) -> None:
+    """Open the run's cProfile file in SnakeViz, served on 127.0.0.1."""
+    from profile_all.view import serve_snakeviz
+
+    serve_snakeviz(run_dir, port, browser)

@@ -1,0 +1,161 @@
+"""`nsys stats` CSV files: which report a file holds, and its columns by label with units.
+
+Which report a file holds is told by its header line, never by its name (`nsys stats
+--output` names files after the report, but users rename them): see REPORTS. The header
+may follow a few lines that nsys prints before it ("Generating SQLite file ...",
+"Processing [...] with [...]..."), when its standard output was saved. Columns are read by
+label ("Duration (ns)" is the label `duration` in unit `ns`), case aside, with the units
+honoured: times in ns (the default), us, ms or s (`nsys stats --timeunit`), sizes in B, KB,
+MB or GB, which nsys counts in powers of ten (its `Bytes (MB)` column is bytes / 10^6: a
+4 MiB copy shows as 4.194). Files may be plain, gzip or xz (`.csv.xz`), told by content.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import lzma
+import re
+import zlib
+from pathlib import Path
+from typing import IO
+
+import pandas as pd
+
+from profile_all.readers import IngestError
+
+#: each report read, with the header labels (lower case, units aside) that tell it apart
+REPORTS = {
+    "nvtx_pushpop_trace": {"start", "end", "duration", "name", "lvl", "rangeid", "parentid"},
+    "nvtx_sum": {"total time", "instances", "range"},
+    "cuda_gpu_trace": {"start", "duration", "corrid", "grdx", "name"},
+    "cuda_api_trace": {"start", "duration", "name", "result", "corrid"},
+    "cuda_gpu_kern_sum": {"total time", "instances", "name"},
+    "cuda_api_sum": {"total time", "num calls", "name"},
+}
+#: older nsys versions' labels, as the current ones
+_ALIASES = {"start time": "start"}
+#: where the header may be: after at most this many lines of nsys's own messages
+PREAMBLE_LINES = 20
+XZ_MAGIC = b"\xfd7zXZ\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+_SECONDS = {"ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "µs": 1e-6, "μs": 1e-6,
+            "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
+_BYTES = {"b": 1.0, "byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9,
+          "kib": 2.0 ** 10, "mib": 2.0 ** 20, "gib": 2.0 ** 30}
+_HEADER = re.compile(r"(.*?)\s*\(([^()]*)\)")
+
+
+
+def _label_and_unit(field: str) -> tuple[str, str]:
+    """"Duration (ns)" -> ("duration", "ns"); "Name" -> ("name", "")."""
+    match = _HEADER.fullmatch(field.strip())
+    label, unit = (match.group(1), match.group(2)) if match else (field.strip(), "")
+    label = label.lower()
+    return _ALIASES.get(label, label), unit.strip().lower()
+
+
+def report_of(fields: list[str]) -> str | None:
+    """The report whose header these fields are, or None."""
+    labels = {_label_and_unit(field)[0] for field in fields}
+    return next((report for report, needed in REPORTS.items() if needed <= labels), None)
+
+
+def _fields(line: str) -> list[str]:
+    """A line's CSV fields; none for a line no CSV reader takes (binary data)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return []
+
+
+def report_in(text: str) -> str | None:
+    """The report of the CSV whose first lines are `text`, or None: a decision by content."""
+    lines = text.splitlines()[:PREAMBLE_LINES]
+    return next((report for report in map(report_of, map(_fields, lines)) if report), None)
+
+
+def opened(path: Path, head: bytes) -> IO[str]:
+    """The file as text, decompressed when its content (`head`) is gzip or xz."""
+    if head.startswith(GZIP_MAGIC):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+    if head.startswith(XZ_MAGIC):
+        return lzma.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+    return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def decompressed_head(head: bytes, size: int = 65536) -> bytes:
+    """Up to `size` bytes of what a gzip or xz file starts with (its first block suffices),
+    the bytes themselves otherwise; b"" when they do not decompress."""
+    try:
+        if head.startswith(GZIP_MAGIC):
+            return zlib.decompressobj(wbits=31).decompress(head, size)
+        if head.startswith(XZ_MAGIC):
+            return lzma.LZMADecompressor().decompress(head, size)
+    except (zlib.error, lzma.LZMAError, EOFError):
+        return b""
+    return head
+
+
+class Table:
+    """A report's rows as text, its columns looked up by label, values in SI units."""
+
+    def __init__(self, path: Path, fields: list[str], frame: pd.DataFrame) -> None:
+        self.path = path
+        self.frame = frame
+        self.columns = {}
+        for field in fields:
+            label, unit = _label_and_unit(field)
+            self.columns.setdefault(label, (field, unit))
+
+    def has(self, label: str) -> bool:
+        return label in self.columns
+
+    def text(self, label: str) -> pd.Series:
+        return self.frame[self.columns[label][0]].fillna("").astype(str)
+
+    def number(self, label: str) -> pd.Series:
+        return pd.to_numeric(self.frame[self.columns[label][0]], errors="coerce")
+
+    def _scaled(self, label: str, units: dict[str, float], default: str) -> pd.Series:
+        field, unit = self.columns[label]
+        if (unit or default) not in units:
+            raise IngestError(f"{self.path}: column {field!r} is in a unit profile-all does "
+                              f"not know ({unit}); it reads {', '.join(units)}")
+        return self.number(label) * units[unit or default]
+
+    def seconds(self, label: str) -> pd.Series:
+        """A time column in seconds; nanoseconds where the header gives no unit (nsys's
+        default)."""
+        return self._scaled(label, _SECONDS, "ns")
+
+    def bytes(self, label: str) -> pd.Series:
+        return self._scaled(label, _BYTES, "b")
+
+
+def read(path: Path, head: bytes) -> tuple[str, Table]:
+    """The report and its table; the header found within PREAMBLE_LINES lines."""
+    try:
+        with opened(path, head) as stream:
+            for _ in range(PREAMBLE_LINES):
+                fields = _fields(stream.readline())
+                report = report_of(fields)
+                if report:
+                    return report, Table(path, fields, _data(stream, fields))
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, pd.errors.ParserError,
+            csv.Error) as error:
+        raise IngestError(f"{path}: unreadable nsys stats CSV ({_one_line(error)})") from None
+    raise IngestError(f"{path}: no nsys stats report header in its first {PREAMBLE_LINES} lines")
+
+
+def _data(stream: IO[str], fields: list[str]) -> pd.DataFrame:
+    """The lines after the header, as text (a header alone: no rows)."""
+    try:
+        return pd.read_csv(stream, header=None, names=fields, dtype=str,
+                           keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame(columns=fields, dtype=str)
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())

@@ -1,0 +1,94 @@
+"""A chrome trace file's bytes: gunzipped when the content is gzip, the span of its event
+array found without parsing the events, and torch's raw quotes in names repaired.
+
+torch writes a `"` in a record_function name raw, which is invalid JSON; such a trace is
+read after re-escaping the quotes of its `"name"` lines (Kineto writes one key a line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+
+import orjson
+
+from profile_all.readers import IngestError
+
+ARRAY_KEY = b'"traceEvents"'
+
+
+def read_bytes(path: Path) -> bytes:
+    """The trace's JSON bytes, gunzipped when the content is gzip (whatever the name)."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise IngestError(f"{path}: no such file") from None
+    except OSError as error:
+        raise IngestError(f"{path}: cannot be read: {error.strerror}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as error:
+            raise IngestError(f"{path}: corrupt or truncated gzip data ({error})") from None
+    if str(path).endswith(".gz"):
+        raise IngestError(f"{path}: named .gz but is not gzip data")
+    return raw
+
+
+def json_error(path: Path, data: bytes) -> IngestError:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if not data.strip():
+            return IngestError(f"{path}: empty file, not a trace")
+        return IngestError(f"{path}: not valid JSON, corrupt or truncated ({error})")
+    return IngestError(f"{path}: not a torch.profiler chrome trace (no traceEvents list, "
+                       "and not a JSON array of events)")
+
+
+def events_span(data: bytes) -> tuple[int, int, int] | None:
+    """(the event array's `[`, its first event's `{`, its closing `]`) when the layout is
+    the usual one: a `traceEvents` array in an object, or a bare array of events."""
+    stripped = len(data) - len(data.lstrip())
+    if data[stripped:stripped + 1] == b"[":
+        opening = stripped
+    else:
+        key = data.find(ARRAY_KEY)
+        if key < 0:
+            return None
+        opening = data.find(b"[", key)
+    first = opening + 1
+    while first < len(data) and data[first] in b" \t\r\n":
+        first += 1
+    if first >= len(data):
+        return None
+    if data[first:first + 1] == b"]":
+        return opening, first, first  # an empty list
+    if data[first:first + 1] != b"{":
+        return None  # not an array of event objects
+    # the closing bracket: the last `]` after which the rest of the document still parses
+    closing = len(data)
+    for _ in range(4096):
+        closing = data.rfind(b"]", first, closing)
+        if closing < 0:
+            return None
+        try:
+            orjson.loads(data[:opening + 1] + data[closing:])
+        except orjson.JSONDecodeError:
+            continue
+        return opening, first, closing
+    return None
+
+
+#: a pretty-printed name line whose value holds a raw `"` (torch does not escape them)
+_RAW_QUOTED_NAME = re.compile(rb'^(\s*"name": ")(.*".*)(",?)\s*$', re.MULTILINE)
+
+
+def escape_raw_quotes(data: bytes) -> bytes:
+    def escape(match: re.Match) -> bytes:
+        inner = re.sub(rb'(?<!\\)"', rb'\\"', match.group(2))
+        return match.group(1) + inner + match.group(3)
+
+    return _RAW_QUOTED_NAME.sub(escape, data)
