@@ -43,8 +43,8 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert all(base64.b64decode(data).startswith(b"\x89PNG") for _title, data in images)
     assert "mprof plot" in page and "profile-all view" in page
     assert f"<code>{run_dir}</code>" in page  # the final directory, not the one built in
-    # drawn while the run directory was still being built, the memory plot found its
-    # native file (the region bands) as it does once the run is in place
+    # the memory plot's region bands come from the report's timeline: the page drawn as
+    # the run was saved and one drawn after loading it are the same
     redrawn = html.render(pa.load(run_dir))
     memory = re.compile(r'<img alt="Memory" src="([^"]+)"')
     assert memory.search(page).group(1) == memory.search(redrawn).group(1)

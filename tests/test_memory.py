@@ -3,12 +3,14 @@ apart, line-by-line memory, and an mprofile.dat that memory_profiler's own mprof
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import profile_all as pa
@@ -38,9 +40,18 @@ def test_region_peaks_and_mprofile_file(tmp_path):
     assert peak - baseline >= 95 * MIB
     # no child process ran: the sampler, a child of the target, is not counted as one
     assert rows[rows["metric"].isin(["peak_rss_children", "child_processes"])].empty
-    timeline = pa.load(out).memory()
+    report = pa.load(out)
+    timeline = report.memory()
     assert len(timeline) >= 20 and timeline["time"].is_monotonic_increasing
     assert timeline["process"].max() == peak
+    # the regions' calls are on the timeline, where the RSS rose
+    big_call = report.timeline[(report.timeline["series"] == "region")
+                               & (report.timeline["name"] == "big")]
+    assert len(big_call) == 1
+    during = timeline[timeline["time"].between(big_call["start"].item(), big_call["end"].item()
+                                               + 0.05)]
+    assert during["process"].max() - timeline["process"].iloc[0] >= 95 * MIB
+    _read_as_format_1(out, tmp_path / "v1", report)
 
     dat = out / "artifacts" / "mprofile.dat"
     text = dat.read_text()
@@ -58,6 +69,27 @@ def test_region_peaks_and_mprofile_file(tmp_path):
     assert ingested.returncode == 0, ingested.stderr
     again = pa.load(tmp_path / "ingested").frame
     assert abs(value_of(again, scope="run", metric="peak_rss", stat="max") - peak) < MIB / 1e3
+
+
+def _read_as_format_1(out, copy, report):
+    """A run folder written by format 1 (the timeline in the frame, its time in the stat
+    column as `t=...`, no timeline.parquet) still gives the same memory timeline."""
+    shutil.copytree(out, copy)
+    rss = report.timeline[report.timeline["series"] == "rss"]
+    old_rows = pd.DataFrame({
+        "backend": rss["backend"], "pass": rss["pass"], "rank": rss["rank"],
+        "scope": "memory", "name": rss["name"], "parent": "", "metric": "rss",
+        "stat": [f"t={t:.4f}" for t in rss["start"]], "value": rss["value"], "unit": "B"})
+    pd.concat([report.frame, old_rows], ignore_index=True).to_parquet(
+        copy / "report.parquet", index=False)
+    (copy / "timeline.parquet").unlink()
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["format"] = 1
+    (copy / "meta.json").write_text(json.dumps(meta))
+    old = pa.load(copy)
+    assert old.frame.equals(report.frame)
+    assert old.memory()["process"].tolist() == report.memory()["process"].tolist()
+    assert (old.memory()["time"] - report.memory()["time"]).abs().max() < 1e-4
 
 
 def test_children_are_counted_apart(tmp_path):

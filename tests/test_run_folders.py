@@ -127,6 +127,29 @@ def test_a_crafted_table_is_one_line(good_run, tmp_path, capsys, column, values,
     _refused(["show", str(crafted)], message, capsys)
 
 
+def _deep_json(folder: Path) -> None:
+    (folder / "meta.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _meta_linked_out(folder: Path) -> None:
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").symlink_to("/etc/passwd")
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (_deep_json, "nested deeper than Python's JSON reader goes"),
+    (_meta_linked_out, "meta.json is a link out of the run folder"),
+], ids=["deep", "linked"])
+@pytest.mark.parametrize("verb", ["show", "compare", "view"])
+def test_a_spoilt_meta_json_is_one_line(good_run, tmp_path, capsys, spoil, message, verb):
+    crafted = _crafted(good_run, tmp_path, lambda meta, folder: None)
+    spoil(crafted)
+    argv = {"show": ["show", str(crafted)], "view": ["view", str(crafted), "--no-browser"],
+            "compare": ["compare", str(good_run), str(crafted)]}[verb]
+    _refused(argv, message, capsys)
+    assert "root:" not in capsys.readouterr().out
+
+
 def test_no_text_of_the_folder_goes_through_str_format(good_run, tmp_path, capsys):
     crafted = _crafted(good_run, tmp_path, _set("artifacts", 0, "open_command",
                                                 "run {nope} {0} {run_dir}"))

@@ -20,6 +20,13 @@ COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "stat
 #: or model iteration, kept so that two runs can be compared with their spread.
 SAMPLE_COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric", "value"]
 
+#: The timeline (`Report.timeline`, timeline.parquet): what happened over the target's time,
+#: in seconds since the pass's target started: a row per sample of a series (series `rss`:
+#: name `process` or `children`, value in bytes, start = end) or per call of a top-level
+#: region (series `region`: name its path, start and end, no value).
+TIMELINE_COLUMNS = ["backend", "pass", "rank", "series", "name", "start", "end", "value",
+                    "unit"]
+
 #: Columns a backend fills; the worker adds backend, pass and rank.
 MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 

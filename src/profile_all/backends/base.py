@@ -28,7 +28,6 @@ class PassContext:
     scratch_dir: Path
     rank: int = 0
     world_size: int = 1
-    options: dict[str, Any] = field(default_factory=dict)
     #: the target's command line, as the user would type it without profile-all
     command: list[str] = field(default_factory=list)
 
@@ -72,6 +71,8 @@ class Collected:
     artifacts: list[Artifact] = field(default_factory=list)
     #: per-call values, for comparing two runs: (scope, name, parent, metric, values)
     samples: list[tuple[str, str, str, str, list[float]]] = field(default_factory=list)
+    #: the timeline: (series, name, start, end, value, unit) each (rows.TIMELINE_COLUMNS)
+    timeline: list[list[Any]] = field(default_factory=list)
 
 
 class Backend:

@@ -33,6 +33,8 @@ class IngestedFile:
     rank: int
     rows: list[list[Any]]
     facts: dict[str, Any] = field(default_factory=dict)
+    #: (series, name, start, end, value, unit) each (rows.TIMELINE_COLUMNS)
+    timeline: list[list[Any]] = field(default_factory=list)
 
 
 def _looks_like_json(head: bytes) -> bool:
@@ -131,8 +133,8 @@ def _mprofile(path: Path) -> IngestedFile:
     if not len(profile.times):
         raise IngestError(f"{path}: an mprofile file without a MEM sample")
     started = profile.times[0]
-    return IngestedFile(path, "memory", 0, run_rows(profile, started)
-                        + timeline(profile, started), {"command": profile.command})
+    return IngestedFile(path, "memory", 0, run_rows(profile, started),
+                        {"command": profile.command}, timeline(profile, started))
 
 
 READERS = {"nsys-sqlite": _nsys_sqlite, "nsys-rep": _nsys_rep, "nsys-csv": _nsys_csv,

@@ -1,10 +1,6 @@
-"""The memory backend's rows, from its samples (an Mprofile) and its regions' timestamps.
-
-The timeline's rows are scope `memory`, name `process` or `children` (all child processes
-summed), metric `rss`, and the sample's time in the stat column as `t=<seconds since the
-pass's target started>`: the schema has no time column, and Report.memory() turns them
-back into a table.
-"""
+"""The memory backend's rows, from its samples (an Mprofile) and its regions' timestamps,
+and its part of the timeline (rows.TIMELINE_COLUMNS): the RSS of the process and of its
+children (all child processes summed) over time, and the calls of the top-level regions."""
 
 from __future__ import annotations
 
@@ -63,12 +59,29 @@ def _bucket_max(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def timeline(profile: Mprofile, started: float) -> list[list[Any]]:
+    """(series, name, start, end, value, unit) of each RSS sample kept, `started` the epoch
+    seconds the target started at."""
     series = [("process", profile.rss)]
     if profile.children:
         series.append(("children", profile.children_total()))
-    rows = []
+    entries = []
     for name, values in series:
         times, values = _bucket_max(profile.times - started, values)
-        rows += [row("memory", name, "rss", value, stat=f"t={offset:.4f}", unit="B")
-                 for offset, value in zip(times, values, strict=True)]
-    return rows
+        entries += [["rss", name, float(offset), float(offset), float(value), "B"]
+                    for offset, value in zip(times, values, strict=True)]
+    return entries
+
+
+def region_bands(calls: dict[tuple[str, str], tuple[array, array]], started: float,
+                 limit: int) -> list[list[Any]]:
+    """(series, name, start, end, value, unit) of the first `limit` calls of each top-level
+    region (epoch seconds in `calls`, seconds since `started` out)."""
+    entries = []
+    for (name, parent), (starts, ends) in calls.items():
+        if parent:
+            continue
+        starts = np.frombuffer(starts, dtype="d")[:limit] - started
+        ends = np.frombuffer(ends, dtype="d")[:limit] - started
+        entries += [["region", name, float(s), float(e), float("nan"), "s"]
+                    for s, e in zip(starts, ends, strict=True)]
+    return entries

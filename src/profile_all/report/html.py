@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import html
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -67,9 +66,8 @@ def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
 
 
-def body(report: Report, files_at: Path | None = None) -> str:
-    """The page's content, without <html> and <head>: also Report._repr_html_.
-    `files_at`: where the run's native files are now, when not yet in `report.run_dir`."""
+def body(report: Report) -> str:
+    """The page's content, without <html> and <head>: also Report._repr_html_."""
     meta = report.meta
     target = meta.get("target", {})
     status = meta.get("status", "?")
@@ -83,7 +81,7 @@ def body(report: Report, files_at: Path | None = None) -> str:
         items = "".join(f"<li>{_text(line)}</li>" for line in found)
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
     figures = "".join(f"<h3>{_text(title)}</h3>{_image(png, title)}"
-                      for title, png in plots.draw_all(report, files_at))
+                      for title, png in plots.draw_all(report))
     parts.append(_section("plots", "Plots", figures))
     for section, table, left_out in sections.shown(report, TOP):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
@@ -92,9 +90,9 @@ def body(report: Report, files_at: Path | None = None) -> str:
     return "\n".join(part for part in parts if part)
 
 
-def render(report: Report, files_at: Path | None = None) -> str:
+def render(report: Report) -> str:
     title = _text(f"profile-all: {report.meta.get('target', {}).get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title}</title><style>{_CSS}</style></head>\n"
-            f"<body>\n{body(report, files_at)}\n</body></html>\n")
+            f"<body>\n{body(report)}\n</body></html>\n")

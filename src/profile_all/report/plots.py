@@ -7,7 +7,6 @@ reach the figures as plain text: math text is off, so a `$` in a region name is 
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -159,44 +158,27 @@ def top_kernels(report: Report) -> bytes | None:
                  f"Top {TOP} kernels")
 
 
-def _first_mprofile(report: Report, files_at: Path | None) -> Path | None:
-    files_at = files_at or report.run_dir
-    if files_at is None:
-        return None
-    for artifact in report.meta.get("artifacts", []):
-        if artifact["backend"] == "memory":
-            path = files_at / artifact["path"]
-            if path.exists():
-                return path
-    return None
-
-
-def memory_timeline(report: Report, files_at: Path | None = None) -> bytes | None:
-    """RSS over time, with a band for each top-level region call (from mprofile.dat, read
-    in `files_at`, by default the run directory)."""
+def memory_timeline(report: Report) -> bytes | None:
+    """RSS over time, with a band for each call of the ten first top-level regions."""
     timeline = report.memory()
     if timeline.empty:
         return None
     first = timeline[(timeline["pass"] == timeline["pass"].iloc[0])
                      & (timeline["rank"] == timeline["rank"].iloc[0])]
+    calls = report.timeline[(report.timeline["series"] == "region")
+                            & (report.timeline["pass"] == first["pass"].iloc[0])
+                            & (report.timeline["rank"] == first["rank"].iloc[0])]
     with plt.rc_context(_STYLE):
         figure, axes = plt.subplots(figsize=(9, 3.6))
         for series in ("process", "children"):
             if series in first.columns and first[series].notna().any():
                 axes.plot(first["time"], first[series] / 2**20, label=series)
-        dat = _first_mprofile(report, files_at)
-        if dat is not None:
-            from profile_all.readers import mprofile
-
-            profile = mprofile.read(dat)
-            offset = first["time"].iloc[0] - (profile.times[0] if len(profile.times) else 0)
-            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-            names = sorted({f[0] for f in profile.functions if f[5] == 0})[:10]
-            for name, start, end, *_rest, level in profile.functions[:2000]:
-                if level == 0 and name in names:
-                    color = colors[names.index(name) % len(colors)]
-                    axes.axvspan(start + offset, end + offset, alpha=0.15, color=color,
-                                 label=name)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        names = sorted(set(calls["name"]))[:10]
+        for name, start, end in zip(calls["name"], calls["start"], calls["end"], strict=True):
+            if name in names:
+                axes.axvspan(start, end, alpha=0.15, label=name,
+                             color=colors[names.index(name) % len(colors)])
         handles, labels = axes.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         axes.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left")
@@ -214,11 +196,11 @@ def counters(report: Report) -> bytes | None:
                  "FLOPs by each counter (2 x MACs where a counter counts MACs)")
 
 
-def draw_all(report: Report, files_at: Path | None = None) -> list[tuple[str, bytes]]:
+def draw_all(report: Report) -> list[tuple[str, bytes]]:
     """(title, PNG) of every plot the run has data for, in the page's order."""
     drawn = [("Time per region", region_times(report)),
              ("Overhead of each pass", overheads(report)),
-             ("Memory", memory_timeline(report, files_at)),
+             ("Memory", memory_timeline(report)),
              ("Top functions", top_functions(report)), ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
     return [(title, png) for title, png in drawn if png is not None]

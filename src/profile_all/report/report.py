@@ -17,12 +17,14 @@ from profile_all.rows import (
     COLUMNS,
     DERIVED,
     SAMPLE_COLUMNS,
+    TIMELINE_COLUMNS,
     Facts,
     region_paths,
 )
 
-#: version of the run-directory layout; `load` refuses a newer one
-FORMAT_VERSION = 1
+#: version of the run-directory layout; `load` refuses a newer one. 2: the memory timeline
+#: in timeline.parquet (1 kept it in the frame, its time in the stat column as `t=...`)
+FORMAT_VERSION = 2
 
 _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
@@ -34,25 +36,36 @@ def empty_samples() -> pd.DataFrame:
         {"pass": "int64", "rank": "int64", "value": "float64"})
 
 
+def timeline_frame(entries: list[list[Any]] | None = None) -> pd.DataFrame:
+    return pd.DataFrame(entries or [], columns=TIMELINE_COLUMNS).astype(
+        {"pass": "int64", "rank": "int64", "start": "float64", "end": "float64",
+         "value": "float64"})
+
+
 class Report:
     def __init__(self, frame: pd.DataFrame, meta: dict[str, Any],
-                 run_dir: Path | None = None, samples: pd.DataFrame | None = None) -> None:
+                 run_dir: Path | None = None, samples: pd.DataFrame | None = None,
+                 timeline: pd.DataFrame | None = None) -> None:
         self.frame = frame
         self.meta = meta
         self.run_dir = run_dir
         #: a row per call of each timed region, step and model iteration (SAMPLE_COLUMNS)
         self.samples = samples if samples is not None else empty_samples()
+        #: memory over time and the top-level regions' calls (TIMELINE_COLUMNS)
+        self.timeline = timeline if timeline is not None else timeline_frame()
 
     @classmethod
     def from_rows(cls, rows: list[list[Any]], meta: dict[str, Any],
-                  samples: list[list[Any]] | None = None) -> Report:
-        """`samples`: [backend, pass, rank, scope, name, parent, metric, [values]] each."""
+                  samples: list[list[Any]] | None = None,
+                  timeline: list[list[Any]] | None = None) -> Report:
+        """`samples`: [backend, pass, rank, scope, name, parent, metric, [values]] each;
+        `timeline`: TIMELINE_COLUMNS each."""
         frame = pd.DataFrame(rows, columns=COLUMNS)
         frame = frame.astype({"pass": "int64", "rank": "int64", "value": "float64"})
         per_call = pd.DataFrame(samples or [], columns=SAMPLE_COLUMNS).explode("value")
         per_call = per_call.dropna(subset=["value"]).astype(
             {"pass": "int64", "rank": "int64", "value": "float64"}).reset_index(drop=True)
-        return cls(frame, meta, samples=per_call)
+        return cls(frame, meta, samples=per_call, timeline=timeline_frame(timeline))
 
     def compare(self, other: Report, **options: Any) -> pd.DataFrame:
         """What changed from this run to `other`: see report.compare.compare."""
@@ -212,12 +225,12 @@ class Report:
     def memory(self) -> pd.DataFrame:
         """The memory timeline: a row per sample, its time since the pass's target started
         (s), and the RSS of the process and of its children summed (B)."""
-        rows = self.frame[self.frame["scope"] == "memory"]
+        rows = self.timeline[self.timeline["series"] == "rss"]
         if rows.empty:
             return pd.DataFrame(columns=["pass", "rank", "time", "process", "children"])
-        rows = rows.assign(time=rows["stat"].str.removeprefix("t=").astype(float))
-        table = rows.pivot_table(index=["pass", "rank", "time"], columns="name",
-                                 values="value", sort=True).reset_index()
+        table = rows.rename(columns={"start": "time"}).pivot_table(
+            index=["pass", "rank", "time"], columns="name", values="value",
+            sort=True).reset_index()
         table.columns.name = None
         return table
 

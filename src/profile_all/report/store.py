@@ -12,8 +12,8 @@ from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
 from profile_all.report import checked, markdown
-from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.rows import COLUMNS, SAMPLE_COLUMNS
+from profile_all.report.report import FORMAT_VERSION, Report, timeline_frame
+from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
 
 
 def save(report: Report, run_dir: Path) -> None:
@@ -26,10 +26,12 @@ def save(report: Report, run_dir: Path) -> None:
         report.frame.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "samples.parquet") as tmp:
         report.samples.to_parquet(tmp, index=False)
+    with atomic_path(run_dir / "timeline.parquet") as tmp:
+        report.timeline.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "report.csv") as tmp:
         report.frame.to_csv(tmp, index=False)
     write_atomic(run_dir / "summary.md", markdown.render(report))
-    write_atomic(run_dir / "report.html", html.render(report, files_at=run_dir))
+    write_atomic(run_dir / "report.html", html.render(report))
     write_atomic(run_dir / "meta.json", json.dumps(report.meta, indent=2, default=str))
 
 
@@ -50,7 +52,7 @@ def load(run_dir: str | Path) -> Report:
     run_dir = validate.path("run_dir", run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"not a run directory: {run_dir} (no such folder)")
-    for name in ("meta.json", "report.parquet", "samples.parquet"):
+    for name in ("meta.json", "report.parquet", "samples.parquet", "timeline.parquet"):
         if not (run_dir / name).resolve().is_relative_to(run_dir.resolve()):
             raise UsageError(f"{run_dir}/{name} is a link out of the run folder: refused")
     try:
@@ -77,7 +79,37 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/report.parquet does not have the report's columns")
     checked.check_meta(meta, run_dir)
     frame = checked.check_frame(frame, run_dir, "report.parquet", ["value"], ["pass", "rank"])
-    return Report(frame, meta, run_dir, _samples(run_dir))
+    if meta["format"] < 2:
+        frame, timeline = _timeline_of_format_1(frame)
+    else:
+        timeline = _table(run_dir, "timeline.parquet", TIMELINE_COLUMNS,
+                          ["start", "end", "value"])
+    return Report(frame, meta, run_dir, _samples(run_dir), timeline)
+
+
+def _timeline_of_format_1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Format 1 kept the memory timeline in the frame: scope `memory`, the sample's time in
+    the stat column as `t=<seconds>`. (Its region calls were in mprofile.dat only.)"""
+    kept = (frame["scope"] == "memory") & frame["stat"].str.startswith("t=")
+    samples = frame[kept]
+    times = pd.to_numeric(samples["stat"].str.removeprefix("t="), errors="coerce")
+    entries = [[b, p, r, "rss", n, t, t, v, u] for b, p, r, n, t, v, u in zip(
+        samples["backend"], samples["pass"], samples["rank"], samples["name"], times,
+        samples["value"], samples["unit"], strict=True)]
+    return frame[~kept].reset_index(drop=True), timeline_frame(entries)
+
+
+def _table(run_dir: Path, name: str, columns: list[str], numeric: list[str]) -> pd.DataFrame:
+    """One of the run's extra tables; empty when the run was saved without it."""
+    try:
+        table = pd.read_parquet(run_dir / name)
+    except FileNotFoundError:
+        return timeline_frame()
+    except (OSError, ValueError, pyarrow.ArrowException) as error:
+        raise UsageError(f"{run_dir}/{name} cannot be read: {error}") from None
+    if list(table.columns) != columns:
+        raise UsageError(f"{run_dir}/{name} does not have the {name} columns")
+    return checked.check_frame(table, run_dir, name, numeric, ["pass", "rank"])
 
 
 def _samples(run_dir: Path) -> pd.DataFrame | None:

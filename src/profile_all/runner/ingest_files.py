@@ -57,7 +57,9 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         "backend_facts": backends.facts_of(file.backend for file in files),
         "doubts": _doubts(files, skipped),
     }
-    report = Report.from_rows(rows, meta)
+    timeline = [[file.backend, number, file.rank, *entry]
+                for number, file in enumerate(files, start=1) for entry in file.timeline]
+    report = Report.from_rows(rows, meta, timeline=timeline)
     run_dir = RunDirectory.create(out, "ingest")
     report.run_dir = run_dir.final
     save(report, run_dir.work)

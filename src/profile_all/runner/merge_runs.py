@@ -89,7 +89,8 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
                             for node, r in enumerate(reports)]}
     frame = pd.concat([r.frame for r in reports], ignore_index=True)
     samples = pd.concat([r.samples for r in reports], ignore_index=True)
-    merged = Report(frame, meta, target.final, samples)
+    timeline = pd.concat([r.timeline for r in reports], ignore_index=True)
+    merged = Report(frame, meta, target.final, samples, timeline)
     save(merged, target.work)
     merged.run_dir = target.commit()
     return merged

@@ -252,4 +252,5 @@ def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopReque
         extra += achieved
         meta["model"].update(flops_counted_by=counter, peak_flops=setup.peak_flops)
     samples = [kept for result in ran.results for kept in result.samples]
-    return Report.from_rows(rows + extra, meta, samples)
+    timeline = [entry for result in ran.results for entry in result.timeline]
+    return Report.from_rows(rows + extra, meta, samples, timeline)

@@ -213,6 +213,7 @@ class PassRun:
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows, artifacts = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows], []
         samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
+        timeline: list[list[Any]] = []
         for backend in self.started:
             try:
                 collected = backend.collect(self.ctx)
@@ -221,6 +222,7 @@ class PassRun:
                 continue
             rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
             samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
+            timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
             self.failures += [{"backend": backend.name, "phase": "note", "error": note}
                               for note in backend.notes]
             self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
@@ -235,7 +237,8 @@ class PassRun:
             self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
             samples, artifacts, self.failures, world_size=self.ctx.world_size,
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
-            children={"cpu_time": self._children_during}, **self.clock.facts())
+            children={"cpu_time": self._children_during}, timeline=timeline,
+            **self.clock.facts())
         return self._result
 
     def run_target(self) -> Outcome:

@@ -77,6 +77,8 @@ class PassResult:
     steps: int | None = None
     step_source: str = ""
     step_times: list[float] = dataclasses.field(default_factory=list)
+    #: rows.TIMELINE_COLUMNS each
+    timeline: list[list[Any]] = dataclasses.field(default_factory=list)
     #: made from the journals of a worker that died without writing its result
     recovered: bool = False
 
@@ -99,11 +101,12 @@ def recovered(spec: PassSpec, return_code: int) -> PassResult:
     """The result of a worker (rank `spec.rank`) that died without writing one: what its
     backends journaled, and how the process ended."""
     ctx = spec.context()
-    rows, samples = [], []
+    rows, samples, timeline = [], [], []
     for name in spec.backends:
         found = backends.load(name).recover(ctx)
         rows += [[name, spec.number, spec.rank, *measured] for measured in found.rows]
         samples += [[name, spec.number, spec.rank, *kept] for kept in found.samples]
+        timeline += [[name, spec.number, spec.rank, *entry] for entry in found.timeline]
     if return_code < 0:
         code, error = 128 - return_code, f"killed by {signal.Signals(-return_code).name}"
     else:
@@ -111,4 +114,5 @@ def recovered(spec: PassSpec, return_code: int) -> PassResult:
     return PassResult(spec.number, spec.rank, spec.backends,
                       {"status": "killed", "exit_code": code, "error": error,
                        "target_wall_time": None},
-                      rows, samples, world_size=spec.world_size, recovered=True)
+                      rows, samples, world_size=spec.world_size, timeline=timeline,
+                      recovered=True)

@@ -100,7 +100,6 @@ class Memory(Backend):
                     f"file's stem), got {spec!r}")
 
     def start(self, ctx: PassContext) -> None:
-        self._ctx = ctx
         self._interval = float(self.options.get("interval", DEFAULT_INTERVAL))
         self._calls: dict[tuple[str, str], tuple[array, array]] = {}
         self._pid = os.getpid()
@@ -161,7 +160,12 @@ class Memory(Backend):
 
     def collect(self, ctx: PassContext) -> Collected:
         from profile_all.readers import mprofile
-        from profile_all.readers.mprofile_rows import region_rows, run_rows, timeline
+        from profile_all.readers.mprofile_rows import (
+            region_bands,
+            region_rows,
+            run_rows,
+            timeline,
+        )
 
         profile = mprofile.read(self._path)
         rows = run_rows(profile, self._started) + region_rows(profile, self._calls)
@@ -178,7 +182,6 @@ class Memory(Backend):
         if self._lines:
             rows += [row("line", name, metric, value, stat=stat, parent=function, unit=unit)
                      for name, function, metric, value, stat, unit in self._lines.rows()]
-        rows += timeline(profile, self._started)
         dat = ctx.artifact_path("mprofile.dat")
         functions, capped = _functions(profile, self._calls)
         if capped:
@@ -188,7 +191,9 @@ class Memory(Backend):
                        functions)
         self._path.unlink(missing_ok=True)
         return Collected(rows, [Artifact(self.name, f"artifacts/{dat.name}", "mprof",
-                                         f"mprof plot {{run_dir}}/artifacts/{dat.name}")])
+                                         f"mprof plot {{run_dir}}/artifacts/{dat.name}")],
+                         timeline=timeline(profile, self._started) + region_bands(
+                             self._calls, self._started, FUNC_LINES_PER_REGION))
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
@@ -202,8 +207,8 @@ class Memory(Backend):
         profile = mprofile.read(path)
         if not len(profile.times):
             return Collected()
-        return Collected(run_rows(profile, profile.times[0]) + timeline(profile,
-                                                                       profile.times[0]))
+        return Collected(run_rows(profile, profile.times[0]),
+                         timeline=timeline(profile, profile.times[0]))
 
 
 def _functions(profile: Any, calls: dict[tuple[str, str], tuple[array, array]]
