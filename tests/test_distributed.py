@@ -148,7 +148,7 @@ def test_two_nodes_merge_into_one_report(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--nproc-per-node", "0"], "--nproc-per-node wants a positive integer or auto"),
+    (["--nproc-per-node", "0"], "(--nproc-per-node) wants a positive integer or auto"),
     (["--nnodes", "2"], "several nodes need --rdzv-endpoint"),
     (["--nnodes", "x"], "--nnodes wants N or MIN:MAX"),
 ])

@@ -25,7 +25,7 @@ def test_train_mlp_report_files(mlp_run):
     run_dir, result = mlp_run
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "artifacts", "meta.json", "report.csv", "report.html", "report.parquet", "samples.parquet",
-        "summary.md"]
+        "summary.md", "timeline.parquet"]
     assert "step   29" in result.stdout  # the script's own output passed through
     assert f"Report: {run_dir}" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")

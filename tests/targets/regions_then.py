@@ -16,7 +16,8 @@ time.sleep(0.25)  # past the wall-clock journal's flush interval
 with pa.region("last"):
     pass
 pa.step()
-print("ready", flush=True)
+if how != "sleep":
+    print("ready", flush=True)
 
 if how == "raise":
     raise RuntimeError("boom from the target")
@@ -31,5 +32,6 @@ if how == "sigkill":
     os.kill(os.getpid(), signal.SIGKILL)
 if how == "sleep":
     with pa.region("sleeping"):
+        print("ready", flush=True)  # inside it: a stop sent on "ready" finds it open
         time.sleep(600)
 print("finished", flush=True)
