@@ -54,7 +54,7 @@ def test_an_a_a_pair_says_no_change(runs):
     # the intervals hold together at 95% (Bonferroni): one A/A pair in twenty may show one
     # measure changed, by design; two would be a method that does not hold its promise
     assert len(timed) == 3, shown
-    assert sum(row["verdict"] == "no change" for row in timed) >= 2, shown
+    assert sum(row["verdict"].startswith("no change") for row in timed) >= 2, shown
     functions = [row for row in table if row["kind"] == "function"]
     assert functions and all(row["verdict"] == "no per-call samples: not tested"
                              for row in functions)

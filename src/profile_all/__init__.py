@@ -41,7 +41,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
         out: str | Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
         launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False,
-        observer: Any = None, command: Sequence[str] | None = None) -> Any:
+        observer: Any = None, command: Sequence[str] | None = None,
+        pass_steps: int | str | None = None, max_steps: int | None = None) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     backends: names as `profile-all backends` lists them (default: every backend that can
@@ -63,6 +64,11 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     `pass_ended(pass, count, summary)`): the CLI's progress lines.
     command: the command line recorded in meta.json (the CLI's argv).
     options["torch-profiler"]["schedule"]: {"wait": W, "warmup": U, "active": A} or "W,U,A".
+    pass_steps: where the target marks steps (pa.step(), or optimizer.step()), every pass
+    but the clean timing pass ends it after this many (default 25: a few warm-up steps,
+    then enough for stable per-step figures); "all" runs every pass whole.
+    max_steps: every pass, the timing pass too, ends the target after this many steps: the
+    first minutes of a long job, without editing it.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget
@@ -82,7 +88,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     launch = launch or Launch(nproc_per_node=str(nproc_per_node))
     return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
-                            repeat=repeat, observer=observer,
+                            repeat=repeat, observer=observer, pass_steps=pass_steps,
+                            max_steps=max_steps,
                             command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes))
 

@@ -56,6 +56,12 @@ def run(
     repeat: Annotated[int, typer.Option(
         min=1, help="run the clean timing pass N times, spread over the run: its repeats "
         "measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
+    pass_steps: Annotated[str | None, typer.Option(
+        metavar="N|all", help="where the script marks steps (pa.step(), optimizer.step()), "
+        "every pass but the clean timing pass ends it after N steps [default: 25]; all: "
+        "run them whole")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        min=1, help="every pass, the timing pass too, ends the script after N steps")] = None,
     fresh_processes: Annotated[bool, typer.Option(
         help="a fresh interpreter for every pass, instead of forking each from a server "
         "that imported torch once")] = False,
@@ -119,6 +125,8 @@ def run(
         launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
                          rdzv_id),
         repeat=repeat, fresh_processes=fresh_processes, observer=PassProgress(err_console),
+        pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
+        max_steps=max_steps,
         command=sys.argv)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)

@@ -57,6 +57,7 @@ PASS = {
     "pass": _whole, "backends": _list_of(_text), "timing": _of(bool), "status": _text,
     "exit_code": _whole, "error": _text, "target_wall_time": _optional(_number),
     "process_wall_time": _optional(_number), "steps": _optional(_whole),
+    "window": _optional(_whole),
     "overhead": _optional(_number), "overhead_low": _optional(_number),
     "overhead_high": _optional(_number), "overhead_verdict": _text, "overhead_basis": _text,
     "backend_failures": _list_of(_dict_of(_text)), "recovered": _of(bool),

@@ -4,8 +4,9 @@ Regions, steps and a model's iterations are compared on the per-call samples of 
 clean timing passes (`Report.samples`): each timing pass (--repeat) is a run, and
 noise.median_ratio gives the change and an interval that holds the noise between runs,
 not only the spread of calls inside one (which called 6 of 6 regions of two identical
-runs changed). A change whose interval excludes zero is `slower` or `faster`; one whose
-interval holds it is `no change`; with one timing pass a side the drift between runs is
+runs changed). A change whose interval excludes zero is `slower` or `faster`, unless it
+is smaller than DRIFT_FLOOR (`no change beyond drift`); one whose interval holds it is
+`no change`; with one timing pass a side the drift between runs is
 unknown, and the verdict says `untested` (the interval over blocks is still shown). Each
 row says what it rests on (`basis`), and `slower_than` (the CI gate) refuses to judge
 runs of one timing pass. Fewer than MIN_CALLS calls on either side cannot be tested.
@@ -27,6 +28,11 @@ from profile_all.errors import UsageError
 
 MIN_CALLS = 3
 TOP = 10
+#: a tested change smaller than this is not called slower or faster: two runs of the same
+#: code made at different times on one machine differ by this much (load, frequency,
+#: memory layout), which the repeats inside one run do not sample (an A/A pair of sleeping
+#: regions on this project's 2-core CI machine: +0.9% to +1.4%, intervals excluding 0)
+DRIFT_FLOOR = 0.03
 #: timing passes a side that a CI gate needs: one a side cannot tell a change from drift
 GATE_RUNS = 2
 UNTESTED = "untested: one run a side (profile with --repeat 3 or more)"
@@ -79,9 +85,17 @@ def _timed(a: Any, b: Any, confidence: float, resamples: int, seed: int) -> list
                                        resamples=resamples, rng=rng)
             entry.update(a=ratio.centre_a, b=ratio.centre_b, change=ratio.change,
                          ci_low=ratio.low, ci_high=ratio.high, basis=ratio.basis,
-                         verdict=ratio.verdict if ratio.tested else UNTESTED)
+                         verdict=_verdict(ratio))
         found.append(entry)
     return found + _one_side(runs_a, runs_b)
+
+
+def _verdict(ratio: noise.Ratio) -> str:
+    if not ratio.tested:
+        return UNTESTED
+    if ratio.verdict in ("slower", "faster") and abs(ratio.change) < DRIFT_FLOOR:
+        return f"no change beyond drift (below {DRIFT_FLOOR:.0%})"
+    return ratio.verdict
 
 
 def _one_side(runs_a: dict[tuple, list], runs_b: dict[tuple, list]) -> list[dict]:

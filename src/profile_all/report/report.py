@@ -246,9 +246,11 @@ class Report:
 
     def passes(self) -> pd.DataFrame:
         """A row per pass: its backends, how it ended (`partial`: the target ended well but
-        a backend failed), the steps it saw, its time, and its overhead over the clean
+        a backend failed), the steps it saw (`window`: the step it ended the target at,
+        when it ran a window of steps), its time, and its overhead over the clean
         timing pass with the interval, the verdict and what they rest on."""
-        columns = ["pass", "backends", "status", "exit_code", "steps", "target_wall_time",
+        columns = ["pass", "backends", "status", "exit_code", "steps", "window",
+                   "target_wall_time",
                    "process_wall_time", "overhead", "overhead_low", "overhead_high",
                    "overhead_verdict", "overhead_basis", "error"]
         table = pd.DataFrame(self.meta.get("passes", []))

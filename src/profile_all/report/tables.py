@@ -77,7 +77,8 @@ def passes_table(report: Report) -> pd.DataFrame:
         "backends": passes["backends"],
         "status": passes["status"],
         "exit code": passes["exit_code"].astype(str),
-        "steps": passes["steps"].map(fmt.count),
+        "steps": [fmt.count(steps) + (" (window)" if window and not pd.isna(window) else "")
+                  for steps, window in zip(passes["steps"], passes["window"], strict=True)],
         "target time": passes["target_wall_time"].map(fmt.seconds),
         "overhead": [fmt.overhead(*values) for values in zip(
             passes["overhead"], passes["overhead_low"], passes["overhead_high"],

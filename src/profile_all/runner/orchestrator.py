@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 
-from profile_all import backends, environment, validate
-from profile_all.errors import UsageError
+from profile_all import backends, environment
 from profile_all.report import derived
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
@@ -26,81 +25,9 @@ from profile_all.runner.launch import Launch
 from profile_all.runner.passrun import PassRun
 from profile_all.runner.plan import Pass, plan_passes
 from profile_all.runner.rundir import RunDirectory
+from profile_all.runner.setup import Observer, Setup, check_steps, setup_run
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.targets import ModelTarget, ScriptTarget
-
-
-class Observer(Protocol):
-    """Told what happens, for a progress display."""
-
-    def pass_started(self, run_pass: Pass, count: int) -> None: ...
-    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class Setup:
-    """A run's checked arguments and what follows from them, before any pass runs."""
-
-    target: ScriptTarget | ModelTarget
-    selection: backends.Selection
-    options: dict[str, dict[str, Any]]
-    timeout: float | None
-    isolate: bool
-    launch: Launch
-    preimport: list[str]
-    repeat: int
-    forked: bool
-    peak_flops: float | None
-    observer: Observer | None = None
-    command: list[str] = field(default_factory=list)
-
-    @property
-    def is_model(self) -> bool:
-        return isinstance(self.target, ModelTarget)
-
-
-def _setup(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
-           timeout: float | None, isolate: bool, options: Any, launch: Launch | None,
-           repeat: int, fresh_processes: bool, peak_flops: float | None) -> Setup:
-    """Every argument checked (a TypeError or ValueError naming it), before anything runs."""
-    launch = launch or Launch()
-    launch.validate()
-    if launch.distributed and not isolate:
-        raise validate.ArgumentValueError(
-            "several ranks need isolate=True (torchrun starts their processes)")
-    validate.whole("repeat", repeat, 1)
-    timeout = validate.seconds("timeout", timeout)
-    validate.positive("peak_flops", peak_flops)
-    options = backends.check_options(options)
-    backend_names = validate.backend_names(backend_names)
-    if timeout is not None and not isolate:
-        raise validate.ArgumentValueError(
-            "a timeout needs isolate=True (each pass in a process of its own)")
-    is_model = isinstance(target, ModelTarget)
-    if is_model and target.live_model is not None and isolate:
-        raise validate.ArgumentValueError("a live model object runs in this process: isolate=False")
-    selection = backends.select(None if backend_names is None else list(backend_names),
-                                backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
-    if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
-        raise validate.ArgumentValueError("nsys launches its pass's process: it needs isolate=True")
-    if not selection.runnable and not is_model:
-        raise UsageError("no requested backend can run here: " + "; ".join(
-            f"{name}: {why}" for name, why in selection.skipped.items()))
-    target.validate()
-    return Setup(target, selection, options or {}, timeout, isolate, launch,
-                 _preimports(selection, launch), repeat,
-                 isolate and not fresh_processes and not launch.distributed
-                 and forkserver.fork_available(), peak_flops)
-
-
-def _preimports(selection: backends.Selection, launch: Launch) -> list[str]:
-    preimport = backends.preimports(selection.runnable)
-    if launch.distributed:
-        # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
-        # DDP's teardown about one run in two, under bare torchrun too
-        # (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
-        preimport = [module for module in preimport if module != "torch._dynamo"]
-    return preimport
 
 
 def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | None = None,
@@ -108,19 +35,24 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         options: dict[str, dict[str, Any]] | None = None,
         observer: Observer | None = None, command: list[str] | None = None,
         peak_flops: float | None = None, launch: Launch | None = None,
-        repeat: int = 1, fresh_processes: bool = False) -> Report:
+        repeat: int = 1, fresh_processes: bool = False,
+        pass_steps: int | str | None = None, max_steps: int | None = None) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
     timing pass runs, spread over the run (its repeats measure the run-to-run noise).
     With passes in processes of their own, a stop signal to this process (SIGTERM, SIGHUP,
     SIGINT) stops the running pass and writes what was measured. Passes are forked from a
     server that imported what they need once (forkserver), unless `fresh_processes` asks
-    for an interpreter each, or they run under torchrun or nsys."""
+    for an interpreter each, or they run under torchrun or nsys. `pass_steps`: the passes
+    other than the timing pass end the target after that many steps (default
+    DEFAULT_PASS_STEPS; "all": run whole); `max_steps`: every pass does, the timing pass
+    too. A target without steps runs whole in every pass."""
     stops = process.StopRequests()
     with stops.installed() if isolate else contextlib.nullcontext():
-        setup = _setup(target, backend_names, timeout, isolate, options, launch, repeat,
+        setup = setup_run(target, backend_names, timeout, isolate, options, launch, repeat,
                        fresh_processes, peak_flops)
         setup.observer, setup.command = observer, command or []
+        setup.pass_steps, setup.max_steps = check_steps(pass_steps, max_steps)
         return _run(setup, out, stops)
 
 
@@ -156,6 +88,15 @@ class Ran:
     status: str = "complete"
 
 
+def _window(setup: Setup, run_pass: Pass) -> int | None:
+    """The step a pass ends its target at: the timing pass runs whole (to --max-steps), the
+    others a window (--pass-steps); a model's passes have no steps to end at."""
+    if setup.is_model:
+        return None
+    limits = [setup.max_steps] + ([] if run_pass.timing else [setup.pass_steps])
+    return min((limit for limit in limits if limit is not None), default=None)
+
+
 def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory) -> PassSpec:
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
@@ -165,7 +106,8 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory) -> PassSpec:
         artifacts_dir=str(run_dir.artifacts.resolve()),
         scratch_dir=str(run_dir.scratch.resolve()),
         result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
-                         ).resolve()))
+                         ).resolve()),
+        max_steps=_window(setup, run_pass))
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
@@ -178,8 +120,12 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         pass_spec = _spec(setup, run_pass, run_dir)
         started = perf_counter()
         if setup.isolate:
+            # repeats of the timing pass measure the noise between runs: each in a fresh
+            # interpreter, so that they sample memory layouts as separate runs would
+            # (passes forked from one server share its layout, and agree too well)
+            fresh = run_pass.timing and setup.repeat > 1
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
-                                     server)
+                                     None if fresh else server)
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])
@@ -224,7 +170,8 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
         # how the passes' processes began: forked from a server that had imported the
         # preimported modules (one hash seed for all), or a fresh interpreter each
         "process_start": "in this process" if not setup.isolate else
-        "fork" if forked else "fresh interpreter",
+        ("fork" + (", timing repeats: fresh interpreter" if setup.repeat > 1 else ""))
+        if forked else "fresh interpreter",
         "ranks": sorted({result.rank for result in results}),
         "artifacts": [a for r in results for a in r.artifacts],
     }

@@ -14,15 +14,15 @@ import signal
 import sys
 import time
 import traceback
-from array import array
 from dataclasses import asdict, dataclass, field
 from time import perf_counter
 from typing import Any
 
 from profile_all import backends, regions
-from profile_all.backends.base import Backend, hears_regions, kept_samples
+from profile_all.backends.base import Backend, hears_regions
 from profile_all.rows import BENCHMARK
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runner.steps import StepClock, StepLimit
 from profile_all.targets import target_from_spec
 
 
@@ -74,6 +74,9 @@ def run_target(target: Any, *, own_process: bool, mode: str,
     try:
         measured += target.run(own_process=own_process, mode=mode)
         status, code, message = "ok", 0, ""
+    except StepLimit as limit:  # the pass's window of steps is over: ended on purpose
+        status, code, message = "ok", 0, ""
+        print(f"profile-all: {limit}", file=sys.stderr)
     except SystemExit as error:
         code, message = _exit_status(error)
         status = "ok" if code == 0 else "failed"
@@ -107,48 +110,6 @@ def _runtime_environment() -> dict[str, Any]:
     return facts
 
 
-class StepClock:
-    """When each step came, in every pass whatever its backends: the per-step times that a
-    pass's overhead over the clean pass is measured with, and the step count that says
-    whether two passes did the same work. A step is a `pa.step()`; in a script that calls
-    none, an `optimizer.step()` of any torch optimizer (a global hook). One `perf_counter`
-    call a step."""
-
-    def __init__(self) -> None:
-        self.marks = array("d")
-        self.optimizer_marks = array("d")
-        self._hook: Any = None
-
-    def step(self) -> None:
-        self.marks.append(perf_counter())
-
-    def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.optimizer_marks.append(perf_counter())
-
-    def start(self) -> None:
-        optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
-        if optim is not None:
-            self._hook = optim.register_optimizer_step_post_hook(self._optimizer_step)
-
-    def stop(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-
-    def facts(self) -> dict[str, Any]:
-        """Steps seen, what marked them, and the time of each step after the first (the
-        first has no start)."""
-        if self.marks:
-            marks, source = self.marks, "pa.step()"
-        elif self.optimizer_marks:
-            marks, source = self.optimizer_marks, "optimizer.step()"
-        else:
-            marks, source = array("d"), ""
-        durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]
-        return {"steps": len(marks), "step_source": source,
-                "step_times": kept_samples(durations)}
-
-
 def _children_cpu() -> float:
     """CPU seconds of this process's ended, waited-for children: forked DataLoader
     workers, mp.spawn and subprocess children. (Their peak RSS is not had here: a forked
@@ -170,7 +131,7 @@ class PassRun:
         #: set as finishing begins, so that the worker's stop watcher leaves it alone
         self.finishing = False
         self.target_started = perf_counter()
-        self.clock = StepClock()
+        self.clock = StepClock(spec.max_steps)
         self._children_at_start = _children_cpu()
         self._children_during = 0.0
 

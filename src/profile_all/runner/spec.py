@@ -33,6 +33,9 @@ class PassSpec:
     scratch_dir: str
     #: where the result is written; `{rank}` is replaced by the rank (never str.format)
     result_path: str
+    #: end the target at this step (a window of steps, --pass-steps, --max-steps); None:
+    #: run it whole
+    max_steps: int | None = None
     rank: int = 0
     world_size: int = 1
 
@@ -77,6 +80,8 @@ class PassResult:
     steps: int | None = None
     step_source: str = ""
     step_times: list[float] = dataclasses.field(default_factory=list)
+    #: the step the pass ended its target at (its window), None when it ran whole
+    window: int | None = None
     #: rows.TIMELINE_COLUMNS each
     timeline: list[list[Any]] = dataclasses.field(default_factory=list)
     #: made from the journals of a worker that died without writing its result

@@ -56,8 +56,11 @@ def add_overheads(passes: list[dict[str, Any]], step_times: dict[int, list[float
 
 def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
               step_times: dict[int, list[float]]) -> None:
-    stepped = [np.asarray(step_times.get(p["pass"], []), float) for p in timing]
     own_steps = np.asarray(step_times.get(summary["pass"], []), float)
+    # a pass that ran a window of steps is compared with the same steps of the timing pass
+    # (the first ones, warm-up included), not with the steady state after them
+    same = len(own_steps) if summary.get("window") else None
+    stepped = [np.asarray(step_times.get(p["pass"], [])[:same], float) for p in timing]
     if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
         ratio = noise.median_ratio(stepped, [own_steps])
         point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
@@ -104,7 +107,23 @@ def doubts(passes: list[dict[str, Any]], results: list[PassResult],
                 f"the clean pass ({summary['overhead']:.2f}x, interval "
                 f"{summary['overhead_low']:.2f}-{summary['overhead_high']:.2f}): that is "
                 "noise or different work, not a speed-up")
-    return found + _model_timing(results) + _children(results, in_process)
+    return found + _windows(passes) + _model_timing(results) + _children(results, in_process)
+
+
+def _windows(passes: list[dict[str, Any]]) -> list[str]:
+    """One sentence on the passes that ran a window of the target's steps: their totals
+    cover those steps only (per-step figures and per-call figures still compare)."""
+    windowed = [p for p in passes if p.get("window")]
+    if not windowed:
+        return []
+    whole = max((p["steps"] or 0 for p in passes if not p.get("window")), default=0)
+    numbers = ", ".join(str(p["pass"]) for p in windowed)
+    steps = sorted({p["window"] for p in windowed})
+    of_whole = f" of the {whole} the timing pass ran" if whole else ""
+    return [f"pass{'es' if len(windowed) > 1 else ''} {numbers} ended the target after "
+            f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
+            "them whole): their totals (functions, operators, FLOPs, memory) cover those "
+            "steps; per-step and per-call figures compare"]
 
 
 def _model_timing(results: list[PassResult]) -> list[str]:
@@ -149,7 +168,9 @@ def _different_work(passes: list[dict[str, Any]], results: list[PassResult]) -> 
     """Passes that saw different numbers of steps, or of calls of a region; or, where the
     target marks neither, the fact that this cannot be checked."""
     ended_well = [p for p in passes if p["status"] in ("ok", "partial")]
-    counted = [(p["pass"], p["steps"]) for p in ended_well if p.get("step_source")]
+    # a pass ended at its window did the same work as far as it went
+    counted = [(p["pass"], p["steps"]) for p in ended_well
+               if p.get("step_source") and not p.get("window")]
     if counted:  # (a profiler that records a window of steps counts fewer region calls)
         if len({steps for _, steps in counted}) == 1:
             return []

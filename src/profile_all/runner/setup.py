@@ -1,0 +1,117 @@
+"""A run's arguments checked, before anything runs, and what follows from them: the
+backends selected, the modules every pass pre-imports, how passes start, their windows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from profile_all import backends, validate
+from profile_all.errors import UsageError
+from profile_all.runner import forkserver
+from profile_all.runner.launch import Launch
+from profile_all.runner.plan import Pass
+from profile_all.targets import ModelTarget, ScriptTarget
+
+
+class Observer(Protocol):
+    """Told what happens, for a progress display."""
+
+    def pass_started(self, run_pass: Pass, count: int) -> None: ...
+    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Setup:
+    """A run's checked arguments and what follows from them, before any pass runs."""
+
+    target: ScriptTarget | ModelTarget
+    selection: backends.Selection
+    options: dict[str, dict[str, Any]]
+    timeout: float | None
+    isolate: bool
+    launch: Launch
+    preimport: list[str]
+    repeat: int
+    forked: bool
+    peak_flops: float | None
+    #: steps after which a pass other than the timing pass ends its target (None: whole)
+    pass_steps: int | None = None
+    #: steps after which every pass ends its target, the timing pass too (None: whole)
+    max_steps: int | None = None
+    observer: Observer | None = None
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def is_model(self) -> bool:
+        return isinstance(self.target, ModelTarget)
+
+
+def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
+           timeout: float | None, isolate: bool, options: Any, launch: Launch | None,
+           repeat: int, fresh_processes: bool, peak_flops: float | None) -> Setup:
+    """Every argument checked (a TypeError or ValueError naming it), before anything runs."""
+    launch = launch or Launch()
+    launch.validate()
+    if launch.distributed and not isolate:
+        raise validate.ArgumentValueError(
+            "several ranks need isolate=True (torchrun starts their processes)")
+    validate.whole("repeat", repeat, 1)
+    timeout = validate.seconds("timeout", timeout)
+    validate.positive("peak_flops", peak_flops)
+    options = backends.check_options(options)
+    backend_names = validate.backend_names(backend_names)
+    if timeout is not None and not isolate:
+        raise validate.ArgumentValueError(
+            "a timeout needs isolate=True (each pass in a process of its own)")
+    is_model = isinstance(target, ModelTarget)
+    if is_model and target.live_model is not None and isolate:
+        raise validate.ArgumentValueError("a live model object runs in this process: isolate=False")
+    selection = backends.select(None if backend_names is None else list(backend_names),
+                                backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
+    if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
+        raise validate.ArgumentValueError("nsys launches its pass's process: it needs isolate=True")
+    if not selection.runnable and not is_model:
+        raise UsageError("no requested backend can run here: " + "; ".join(
+            f"{name}: {why}" for name, why in selection.skipped.items()))
+    target.validate()
+    return Setup(target, selection, options or {}, timeout, isolate, launch,
+                 _preimports(selection, launch), repeat,
+                 isolate and not fresh_processes and not launch.distributed
+                 and forkserver.fork_available(), peak_flops)
+
+
+#: the steps a profiled pass runs by default: a few warm-up steps, then enough for stable
+#: per-step figures (a median over 20 steps after 5 of warm-up)
+DEFAULT_PASS_STEPS = 25
+
+
+def check_steps(pass_steps: int | str | None,
+                max_steps: int | None) -> tuple[int | None, int | None]:
+    """(steps of a profiled pass, steps of every pass), None for whole."""
+    if pass_steps == "all":
+        pass_steps = None
+    elif pass_steps is None:
+        pass_steps = DEFAULT_PASS_STEPS
+    elif isinstance(pass_steps, str) and pass_steps.isdigit():
+        pass_steps = int(pass_steps)
+    if isinstance(pass_steps, str):
+        raise validate.ArgumentValueError(
+            f"pass_steps (--pass-steps) wants a whole number of steps or 'all', got "
+            f"{pass_steps!r}")
+    if pass_steps is not None:
+        validate.whole("pass_steps (--pass-steps)", pass_steps, 2)
+    if max_steps is not None:
+        validate.whole("max_steps (--max-steps)", max_steps, 1)
+    return pass_steps, max_steps
+
+
+def _preimports(selection: backends.Selection, launch: Launch) -> list[str]:
+    preimport = backends.preimports(selection.runnable)
+    if launch.distributed:
+        # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
+        # DDP's teardown about one run in two, under bare torchrun too
+        # (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
+        preimport = [module for module in preimport if module != "torch._dynamo"]
+    return preimport

@@ -1,0 +1,77 @@
+"""Passes that need only a window of steps end the target there (--pass-steps), every pass
+may end at --max-steps, and the report says which passes saw a window and what their
+totals cover."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+SPEED = TARGETS / "speed.py"  # 30 steps, two sleeps a step
+
+
+def _sleeps(report, number):
+    frame = report.frame
+    rows = frame[(frame["pass"] == number) & (frame["scope"] == "function")
+                 & frame["name"].str.contains("time.sleep") & (frame["metric"] == "calls")]
+    return rows["value"].sum()
+
+
+def test_profiled_passes_run_a_window_and_say_so(tmp_path):
+    report = pa.run(SPEED, ["0.001"], backends=["wallclock", "cprofile"], out=tmp_path / "r",
+                    pass_steps=10)
+    assert report.exit_code == 0 and report.meta["status"] == "complete"
+    passes = report.passes().set_index("pass")
+    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (30, 10)
+    assert passes.loc[2, "window"] == 10 and pd.isna(passes.loc[1, "window"])
+    # cProfile saw the target's first 10 steps only: two sleeps a step
+    assert _sleeps(report, 2) == 20
+    said = [line for line in report.meta["doubts"] if "ended the target after 10 steps" in line]
+    assert said and "of the 30 the timing pass ran" in said[0]
+    assert not any("did different work" in line for line in report.meta["doubts"])
+    assert "10 (window)" in (tmp_path / "r" / "summary.md").read_text()
+
+
+def test_all_runs_every_pass_whole_and_max_steps_ends_every_pass(tmp_path):
+    whole = pa.run(SPEED, ["0.001"], backends=["wallclock", "cprofile"], out=tmp_path / "a",
+                   pass_steps="all")
+    assert list(whole.passes()["steps"]) == [30, 30]
+    assert _sleeps(whole, 2) == 60
+    done = profile_all("run", SPEED, "-b", "wallclock", "-b", "cprofile", "--max-steps", "5",
+                       "-o", tmp_path / "m", "--", "0.001")
+    assert done.returncode == 0, done.stderr
+    capped = pa.load(tmp_path / "m").passes()
+    assert list(capped["steps"]) == [5, 5] and list(capped["window"]) == [5, 5]
+
+
+def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
+    done = profile_all("run", TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+                       "cprofile", "--pass-steps", "7", "-o", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    assert "swallowed" not in done.stdout  # the script's `except Exception` let it through
+    assert "steps done 40" in done.stdout  # the timing pass ran whole
+    report = pa.load(tmp_path / "r")
+    passes = report.passes().set_index("pass")
+    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (40, 7)
+    assert report.meta["passes"][1]["step_source"] == "optimizer.step()"
+
+
+def test_a_target_without_steps_runs_whole(tmp_path):
+    report = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"],
+                    out=tmp_path / "r", pass_steps=2)
+    passes = report.passes()
+    assert list(passes["steps"].fillna(0)) == [0, 0]
+    assert not passes["window"].notna().any()
+    assert not any("ended the target" in line for line in report.meta["doubts"])
+
+
+@pytest.mark.parametrize("value", ["x", "1", "0"])
+def test_bad_windows_are_refused(tmp_path, value):
+    done = profile_all("run", SPEED, "-b", "wallclock", "--pass-steps", value, "-o",
+                       tmp_path / "r")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--pass-steps" in done.stderr
+    assert not (tmp_path / "r").exists()
