@@ -3,9 +3,10 @@ other ways to show a run (`show --format`, `--html`, Jupyter's `_repr_html_`).""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
+import shutil
+import subprocess
 from io import StringIO
 
 import pandas as pd
@@ -27,27 +28,63 @@ def run_dir(tmp_path_factory):
     return out
 
 
+def _chart_data(page: str) -> list[dict]:
+    found = re.search(r'<script type="application/json" id="chart-data">(.*?)</script>', page,
+                      re.S)
+    return json.loads(found.group(1))
+
+
 def test_page_structure_offline_and_escaped(run_dir):
     page = (run_dir / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
     for section in ("summary", "plots", "passes", "functions", "native", "environment"):
         assert f'<section id="{section}">' in page
-    assert not re.search(r"<script", page, re.I)  # the hostile region is text
+    # the only script elements are ours: plotly.js, the charts' data, the call that draws
+    assert len(re.findall(r"<script", page, re.I)) == 3
+    assert page.count(HOSTILE) == 0  # the hostile region is text in tables, data in charts
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "$x$ &amp; &lt;b&gt;" in page
-    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing loaded from outside
-    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
-    titles = [title for title, _data in images]
-    assert {"Time per region", "Overhead of each pass", "Memory", "Top functions"} <= set(
-        titles)
-    assert all(base64.b64decode(data).startswith(b"\x89PNG") for _title, data in images)
+    # nothing loaded from outside (plotly.js's own code mentions URLs it never loads here)
+    ours = re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+    assert not re.search(r'(src|href)="(https?:)?//', ours)
+    assert not re.search(r"<(script|link|img)[^>]*(src|href)=", page)
+    figures = _chart_data(page)
+    titles = [figure["layout"]["title"]["text"] for figure in figures]
+    assert titles[:3] == ["Time per region, each timer",
+                          "Each pass's overhead over the clean timing pass",
+                          "Memory over time, regions shaded"]
+    assert any(HOSTILE in label for label in figures[0]["data"][0]["y"])  # as data, intact
     assert "mprof plot" in page and "profile-all view" in page
     assert f"<code>{run_dir}</code>" in page  # the final directory, not the one built in
-    # the memory plot's region bands come from the report's timeline: the page drawn as
+    # the memory chart's region bands come from the report's timeline: the page drawn as
     # the run was saved and one drawn after loading it are the same
-    redrawn = html.render(pa.load(run_dir))
-    memory = re.compile(r'<img alt="Memory" src="([^"]+)"')
-    assert memory.search(page).group(1) == memory.search(redrawn).group(1)
+    memory = figures[2]
+    assert memory["layout"]["shapes"], "no region band"
+    assert _chart_data(html.render(pa.load(run_dir)))[2] == memory
+
+
+def test_the_page_draws_in_a_real_browser(run_dir, tmp_path):
+    """Headless Chromium opens the page: plotly.js draws every chart (an SVG each) and the
+    console holds no error."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+    probe = tmp_path / "probe.html"
+    page = (run_dir / "report.html").read_text()
+    count = len(_chart_data(page))
+    probe.write_text(page.replace("</body>", """<script>
+window.onerror = function (message) { document.title = "ERROR " + message; };
+setTimeout(function () {
+  var drawn = document.querySelectorAll('.chart.js-plotly-plot .main-svg').length ? document.querySelectorAll('.chart.js-plotly-plot').length : 0;
+  if (document.title.indexOf('ERROR') !== 0) { document.title = 'CHARTS ' + drawn; }
+}, 1500);
+</script></body>"""))
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
+    assert title is not None, done.stderr[-2000:]
+    assert title.group(1) == f"CHARTS {count}", title.group(1)  # drawn, each an SVG
 
 
 def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):

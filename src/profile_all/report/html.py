@@ -1,19 +1,23 @@
-"""report.html: the whole report as one self-contained page (plots inline, no CDN).
+"""report.html: the whole report as one self-contained page that works offline.
 
 Every string that came from the user or the target (script, arguments, regions, functions,
 operators, errors) is escaped: tables through pandas' escaping `to_html`, everything else
-through `_text`. The plots are PNGs in data: URLs.
+through `_text`. The charts are Plotly figures (charts.py) drawn in the browser by
+plotly.js, inlined once (no CDN): their data is JSON in a `<script type="application/json">`
+with every `<` written as a JSON escape, so no name can end the element or open another.
 """
 
 from __future__ import annotations
 
-import base64
 import html
+import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
 import pandas as pd
 
-from profile_all.report import plots, sections
+from profile_all.report import charts, sections
 from profile_all.report.problems import problems
 
 if TYPE_CHECKING:
@@ -33,7 +37,7 @@ th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left;
          vertical-align: top; white-space: pre-wrap; }
 th { background: #f6f8fa; }
 td { max-width: 42em; overflow-wrap: anywhere; }
-img { max-width: 100%; height: auto; }
+.chart { width: 100%; min-height: 200px; }
 .status-ok { color: #1a7f37; } .status-bad { color: #cf222e; }
 ul.problems li { color: #9a6700; }
 code { background: #f6f8fa; padding: 1px 4px; border-radius: 4px; overflow-wrap: anywhere; }
@@ -57,17 +61,43 @@ def _table(frame: pd.DataFrame, total: int | None = None) -> str:
                                                   na_rep="") + "</div>" + note)
 
 
-def _image(png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{_text(alt)}" src="data:image/png;base64,{data}">'
+def plotly_js() -> str | None:
+    """plotly.js as the plotly package ships it (read, never imported: no Python plotting
+    library is loaded to write a report); None without plotly."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def _charts(report: Report, script: str | None) -> str:
+    figures = charts.all_charts(report)
+    if not figures:
+        return ""
+    if script is None:
+        return ("<p>The charts need plotly.js, which comes with the plotly package "
+                "(pip install plotly); the tables below hold the same numbers.</p>")
+    divs = "".join(f'<div class="chart" id="chart-{index}" title="{_text(title)}"></div>'
+                   for index, (title, _figure) in enumerate(figures))
+    data = orjson.dumps([figure for _title, figure in figures],
+                        option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    data = data.replace("<", "\\u003c")  # nothing in the data can close the element
+    return (f"{divs}<script>{script}</script>"
+            f'<script type="application/json" id="chart-data">{data}</script>'
+            "<script>JSON.parse(document.getElementById('chart-data').textContent)"
+            ".forEach(function (figure, index) { Plotly.newPlot('chart-' + index, "
+            "figure.data, figure.layout, {responsive: true, displaylogo: false}); });"
+            "</script>")
 
 
 def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
 
 
-def body(report: Report) -> str:
-    """The page's content, without <html> and <head>: also Report._repr_html_."""
+def body(report: Report, with_charts: bool = False) -> str:
+    """The page's content, without <html> and <head>; the charts with plotly.js inlined
+    `with_charts` (Report._repr_html_ shows the rest: no 5 MB of script a notebook cell)."""
     meta = report.meta
     target = meta.get("target", {})
     status = meta.get("status", "?")
@@ -80,9 +110,8 @@ def body(report: Report) -> str:
     if found:
         items = "".join(f"<li>{_text(line)}</li>" for line in found)
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
-    figures = "".join(f"<h3>{_text(title)}</h3>{_image(png, title)}"
-                      for title, png in plots.draw_all(report))
-    parts.append(_section("plots", "Plots", figures))
+    if with_charts:
+        parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
     for section, table, left_out in sections.shown(report, TOP):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
         parts.append(_section(section.anchor, section.title,
@@ -95,4 +124,4 @@ def render(report: Report) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title}</title><style>{_CSS}</style></head>\n"
-            f"<body>\n{body(report)}\n</body></html>\n")
+            f"<body>\n{body(report, with_charts=True)}\n</body></html>\n")
