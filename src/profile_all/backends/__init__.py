@@ -3,6 +3,7 @@ entry-point group, loaded only when named (a backend's module may import heavy t
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,10 +40,15 @@ DEFAULT_MODEL = ("flop-counter", "thop", "flops-profiler")
 ENTRY_POINT_GROUP = "profile_all.backends"
 
 
+@functools.cache
+def _plugins() -> dict[str, str]:
+    """The entry-point group's backends, read once a process (scanning every installed
+    distribution's metadata costs milliseconds a call, and a run asks dozens of times)."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def _specs() -> dict[str, str]:
-    specs = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    specs.update(BUILTIN)  # a plug-in cannot shadow a built-in
-    return specs
+    return {**_plugins(), **BUILTIN}  # a plug-in cannot shadow a built-in
 
 
 def known_names() -> list[str]:

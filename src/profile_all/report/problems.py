@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report.counters import Counting, modules
+from profile_all.report.counters import Counting
 from profile_all.rows import UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def problems(report: Report) -> list[str]:
                      f"{model['cv']:.0%} (over 10%): a busy machine, frequency scaling, or too "
                      f"few iterations")
     if model:
-        lines += zero_counts(report.frame, report.counting)
+        lines += zero_counts(report.modules(), report.counting)
     lines += attribution_warnings(report)
     lines += report.meta.get("doubts", [])
     if report.meta.get("passes_not_run"):
@@ -71,12 +71,11 @@ def attribution_warnings(report: Report) -> list[str]:
             if entry["value"] < ATTRIBUTED_ENOUGH]
 
 
-def zero_counts(frame: pd.DataFrame, counting: Counting) -> list[str]:
+def zero_counts(table: pd.DataFrame, counting: Counting) -> list[str]:
     """Modules with parameters that a counter says compute nothing, where the exact counter
     counted FLOPs (or did not run): worth a warning. The exact counter's own zeros (a
     BatchNorm under FlopCounterMode) are right: it counts matmul, convolution and
-    attention only."""
-    table = modules(frame, counting)
+    attention only. `table`: Report.modules()."""
     warnings = []
     reference = counting.reference
     for _, module in table.iterrows():

@@ -53,6 +53,17 @@ class Report:
         self.samples = samples if samples is not None else empty_samples()
         #: memory over time and the top-level regions' calls (TIMELINE_COLUMNS)
         self.timeline = timeline if timeline is not None else timeline_frame()
+        self._views: dict[str, tuple[tuple, pd.DataFrame]] = {}
+
+    def _once(self, view: str, compute: Any) -> pd.DataFrame:
+        """A costly view (the counters' comparison) computed once for this frame: every
+        renderer and check asks for it; a copy each time, so callers cannot spoil it."""
+        stamp = (id(self.frame), len(self.frame), repr(self.meta.get("backend_facts")),
+                 self._train)
+        kept = self._views.get(view)
+        if kept is None or kept[0] != stamp:
+            kept = self._views[view] = (stamp, compute())
+        return kept[1].copy()
 
     @classmethod
     def from_rows(cls, rows: list[list[Any]], meta: dict[str, Any],
@@ -191,13 +202,13 @@ class Report:
         (flop-counter), and the known cause of the difference."""
         from profile_all.report.counters import counters
 
-        return counters(self.frame, self.counting, self._train)
+        return self._once("counters", lambda: counters(self.frame, self.counting, self._train))
 
     def modules(self) -> pd.DataFrame:
         """A row per module: every counter's FLOPs side by side, and the parameters."""
         from profile_all.report.counters import modules
 
-        return modules(self.frame, self.counting)
+        return self._once("modules", lambda: modules(self.frame, self.counting))
 
     def ranks(self) -> pd.DataFrame:
         """Across ranks, per run, step and region and each timer: the min, median and max of

@@ -57,12 +57,14 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 
 
 def _run(setup: Setup, out: Path | None, stops: process.StopRequests) -> Report:
-    # started before the folder is made: it imports torch meanwhile
+    # started first: it imports torch while the target is checked here (a model is built
+    # and run once) and the folder is made
     server = forkserver.ForkServer(
         [*setup.preimport, "profile_all.runner.worker",
          *{cls.__module__ for cls in setup.selection.runnable}],
         dict(os.environ, PYTHONUNBUFFERED="1")) if setup.forked else None
     try:
+        setup.target.validate()
         passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
                              repeat=setup.repeat)
         run_dir = RunDirectory.create(out, setup.target.label)

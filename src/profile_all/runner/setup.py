@@ -51,7 +51,9 @@ class Setup:
 def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
            timeout: float | None, isolate: bool, options: Any, launch: Launch | None,
            repeat: int, fresh_processes: bool, peak_flops: float | None) -> Setup:
-    """Every argument checked (a TypeError or ValueError naming it), before anything runs."""
+    """Every argument checked (a TypeError or ValueError naming it), before anything runs;
+    the target itself is checked by the orchestrator (`target.validate()`: a model is built
+    and run once, which imports torch: it overlaps the fork server's start)."""
     launch = launch or Launch()
     launch.validate()
     if launch.distributed and not isolate:
@@ -75,7 +77,6 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     if not selection.runnable and not is_model:
         raise UsageError("no requested backend can run here: " + "; ".join(
             f"{name}: {why}" for name, why in selection.skipped.items()))
-    target.validate()
     return Setup(target, selection, options or {}, timeout, isolate, launch,
                  _preimports(selection, launch), repeat,
                  isolate and not fresh_processes and not launch.distributed
