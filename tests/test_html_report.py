@@ -75,7 +75,8 @@ def test_the_page_draws_in_a_real_browser(run_dir, tmp_path):
     probe.write_text(page.replace("</body>", """<script>
 window.onerror = function (message) { document.title = "ERROR " + message; };
 setTimeout(function () {
-  var drawn = document.querySelectorAll('.chart.js-plotly-plot .main-svg').length ? document.querySelectorAll('.chart.js-plotly-plot').length : 0;
+  var drawn = document.querySelectorAll('.chart.js-plotly-plot').length;
+  if (!document.querySelectorAll('.chart.js-plotly-plot .main-svg').length) { drawn = 0; }
   if (document.title.indexOf('ERROR') !== 0) { document.title = 'CHARTS ' + drawn; }
 }, 1500);
 </script></body>"""))
