@@ -17,12 +17,14 @@ SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
 def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,
-                stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`profile-all ARGS` as a user runs it, in a fresh process; output captured as text."""
+                stdin: str | None = None,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`profile-all ARGS` as a user runs it, in a fresh process; output captured as text;
+    `env`: variables added to ours."""
     return subprocess.run([sys.executable, "-m", "profile_all", *map(str, args)],
                           cwd=cwd, input=stdin if stdin is not None else "",
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
 def free_port() -> int:
