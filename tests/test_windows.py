@@ -59,6 +59,18 @@ def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
     assert report.meta["passes"][1]["step_source"] == "optimizer.step()"
 
 
+def test_an_inference_loop_is_windowed_by_its_outermost_module_calls(tmp_path):
+    done = profile_all("run", TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
+                       "cprofile", "--pass-steps", "5", "-o", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    assert "inference calls 40" in done.stdout  # the timing pass ran whole
+    report = pa.load(tmp_path / "r")
+    passes = report.passes().set_index("pass")
+    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (40, 5)  # not 3 modules each
+    assert {p["step_source"] for p in report.meta["passes"]} == {"outermost module call"}
+    assert passes.loc[2, "overhead_basis"].startswith("per-step times")
+
+
 def test_a_target_without_steps_runs_whole(tmp_path):
     report = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"],
                     out=tmp_path / "r", pass_steps=2)

@@ -131,7 +131,7 @@ class PassRun:
         #: set as finishing begins, so that the worker's stop watcher leaves it alone
         self.finishing = False
         self.target_started = perf_counter()
-        self.clock = StepClock(spec.max_steps)
+        self.clock = StepClock(spec.max_steps, module_calls=spec.target.get("kind") == "script")
         self._children_at_start = _children_cpu()
         self._children_during = 0.0
 

@@ -3,7 +3,10 @@
 Every pass records its steps, whatever its backends: the per-step times that a pass's
 overhead over the clean pass is measured with, and the step count that says whether two
 passes did the same work. A step is a `pa.step()`; in a script that calls none, an
-`optimizer.step()` of any torch optimizer (a global hook). One `perf_counter` call a step.
+`optimizer.step()` of any torch optimizer (a global hook); in a script with neither (an
+inference loop), the end of each outermost nn.Module call (global forward hooks, removed
+as soon as a `pa.step()` or an optimizer step shows the script has steps of its own: two
+hook calls a module call until then). One `perf_counter` call a step.
 
 A pass with `max_steps` ends its target at that step: the step raises StepLimit (a
 BaseException, so the target's `except Exception` lets it through), which unwinds the
@@ -25,13 +28,19 @@ class StepLimit(BaseException):
 
 
 class StepClock:
-    def __init__(self, max_steps: int | None = None) -> None:
+    def __init__(self, max_steps: int | None = None, module_calls: bool = False) -> None:
         self.marks = array("d")
         self.optimizer_marks = array("d")
+        self.module_marks = array("d")
         self.max_steps = max_steps
         #: the target was ended at `max_steps`
         self.limited = False
         self._hook: Any = None
+        #: count outermost module calls as steps (a script's passes; a model's are timed
+        #: by their benchmark)
+        self._module_calls = module_calls
+        self._module_hooks: list[Any] = []
+        self._depth = 0
 
     def _limit(self, steps: int, source: str) -> None:
         if self.max_steps is not None and steps >= self.max_steps:
@@ -40,23 +49,50 @@ class StepClock:
                             "its target was ended there")
 
     def step(self) -> None:
+        self._stop_module_steps()
         self.marks.append(perf_counter())
         self._limit(len(self.marks), "pa.step()")
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._stop_module_steps()
         self.optimizer_marks.append(perf_counter())
         if not self.marks:  # a script that marks its own steps is windowed by those
             self._limit(len(self.optimizer_marks), "optimizer.step()")
+
+    def _module_enter(self, module: Any, args: Any) -> None:
+        self._depth += 1
+
+    def _module_exit(self, module: Any, args: Any, output: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self.module_marks.append(perf_counter())
+            self._limit(len(self.module_marks), "outermost module call")
+
+    def _stop_module_steps(self) -> None:
+        if self._module_hooks:
+            for hook in self._module_hooks:
+                hook.remove()
+            self._module_hooks = []
+            self.module_marks = array("d")  # the script's own steps count, not these
 
     def start(self) -> None:
         optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
         if optim is not None:
             self._hook = optim.register_optimizer_step_post_hook(self._optimizer_step)
+        modules = sys.modules.get("torch.nn.modules.module")
+        if modules is not None and self._module_calls:
+            self._module_hooks = [
+                modules.register_module_forward_pre_hook(self._module_enter),
+                # called when a forward raises too: the depth stays right
+                modules.register_module_forward_hook(self._module_exit, always_call=True)]
 
     def stop(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        for hook in self._module_hooks:
+            hook.remove()
+        self._module_hooks = []
 
     def facts(self) -> dict[str, Any]:
         """Steps seen, what marked them, the time of each step after the first (the first
@@ -65,6 +101,8 @@ class StepClock:
             marks, source = self.marks, "pa.step()"
         elif self.optimizer_marks:
             marks, source = self.optimizer_marks, "optimizer.step()"
+        elif self.module_marks:
+            marks, source = self.module_marks, "outermost module call"
         else:
             marks, source = array("d"), ""
         durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]

@@ -68,6 +68,10 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
                  f"{'es' if len(timing) > 1 else ''}"
                  + ("" if ratio.tested else
                     " (the drift between runs is not in the interval: --repeat 3)"))
+    elif summary.get("window"):  # part of the run against the whole of it: no ratio
+        summary.update(overhead_basis="a window of steps without per-step times to compare: "
+                                      "not compared", overhead_verdict="untested")
+        return
     else:
         times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
         own = summary["target_wall_time"]
