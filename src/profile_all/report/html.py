@@ -95,7 +95,8 @@ def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
 
 
-def body(report: Report, with_charts: bool = False) -> str:
+def body(report: Report, with_charts: bool = False,
+         shown: list[sections.Shown] | None = None) -> str:
     """The page's content, without <html> and <head>; the charts with plotly.js inlined
     `with_charts` (Report._repr_html_ shows the rest: no 5 MB of script a notebook cell)."""
     meta = report.meta
@@ -112,16 +113,17 @@ def body(report: Report, with_charts: bool = False) -> str:
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
     if with_charts:
         parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
-    for section, table, left_out in sections.shown(report, TOP):
+    for section, table, left_out in shown if shown is not None else sections.shown(report,
+                                                                                   TOP):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
         parts.append(_section(section.anchor, section.title,
                               note + _table(table, len(table) + left_out)))
     return "\n".join(part for part in parts if part)
 
 
-def render(report: Report) -> str:
+def render(report: Report, shown: list[sections.Shown] | None = None) -> str:
     title = _text(f"profile-all: {report.meta.get('target', {}).get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title}</title><style>{_CSS}</style></head>\n"
-            f"<body>\n{body(report, with_charts=True)}\n</body></html>\n")
+            f"<body>\n{body(report, with_charts=True, shown=shown)}\n</body></html>\n")

@@ -35,8 +35,10 @@ def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
     return escaped.to_markdown(index=False) + note
 
 
-def render(report: Report, top: int = TOP) -> str:
-    """The report as markdown; long tables cut to `top` rows, with a count of the rest."""
+def render(report: Report, top: int = TOP,
+           shown: list[sections.Shown] | None = None) -> str:
+    """The report as markdown; long tables cut to `top` rows, with a count of the rest
+    (`shown`: the sections' tables, when the caller made them already)."""
     meta = report.meta
     target = meta.get("target", {})
     out = [f"# profile-all: {_code(target.get('command', ''))}", "",
@@ -44,7 +46,8 @@ def render(report: Report, top: int = TOP) -> str:
     found = problems(report)
     if found:
         out += ["## Problems", "", *[f"- {_text(line)}" for line in found], ""]
-    for section, table, left_out in sections.shown(report, top):
+    for section, table, left_out in shown if shown is not None else sections.shown(report,
+                                                                                   top):
         note = [_text(section.note), ""] if section.note else []
         out += [f"## {_text(section.title)}", "", *note, _table(table, left_out), ""]
     return "\n".join(out)

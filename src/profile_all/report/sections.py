@@ -60,8 +60,11 @@ SECTIONS = (
 )
 
 
-def shown(report: Report, top: int | None, terminal: bool = False
-          ) -> list[tuple[Section, pd.DataFrame, int]]:
+#: a section, its table cut to a renderer's `top`, and how many rows were left out
+Shown = tuple[Section, pd.DataFrame, int]
+
+
+def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown]:
     """(section, its table cut to `top` rows where long, how many rows were left out) for
     every section the report has rows for."""
     out = []

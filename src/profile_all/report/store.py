@@ -11,7 +11,7 @@ import pyarrow
 from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
-from profile_all.report import checked, markdown
+from profile_all.report import checked, markdown, sections
 from profile_all.report.report import FORMAT_VERSION, Report, timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
 
@@ -30,8 +30,9 @@ def save(report: Report, run_dir: Path) -> None:
         report.timeline.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "report.csv") as tmp:
         report.frame.to_csv(tmp, index=False)
-    write_atomic(run_dir / "summary.md", markdown.render(report))
-    write_atomic(run_dir / "report.html", html.render(report))
+    tables = sections.shown(report, markdown.TOP)  # the same cut for both pages: made once
+    write_atomic(run_dir / "summary.md", markdown.render(report, shown=tables))
+    write_atomic(run_dir / "report.html", html.render(report, shown=tables))
     write_atomic(run_dir / "meta.json", json.dumps(report.meta, indent=2, default=str))
 
 
