@@ -66,8 +66,12 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
                              ("train_step/optimizer_step", "Optimizer.step#SGD.step")}
     assert (timed["wallclock.calls.total"] == 30).all()
     assert (timed["torch-profiler.calls.total"] == 25).all()  # the pass's window
-    steps = summary[summary["scope"] == "step"]
-    assert steps["wallclock.calls.total"].item() == 30
+    steps = summary[summary["scope"] == "step"].set_index("name")
+    assert steps.loc["step", "wallclock.calls.total"] == 30
+    # the trace marks each step as torch.profiler's own step() does (TensorBoard's step
+    # view, HTA): ProfilerStep#0 from the start to the first pa.step(), ..., #25 from the
+    # window's last step to the end of the pass
+    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == 26
     # the children's time fits inside the parent's
     parent_total = timed.loc[timed["name"] == "train_step", "wallclock.wall_time.total"].item()
     children = timed.loc[timed["parent"] == "train_step", "wallclock.wall_time.total"].sum()

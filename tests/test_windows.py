@@ -87,3 +87,16 @@ def test_bad_windows_are_refused(tmp_path, value):
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "--pass-steps" in done.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_found_steps_are_marked_in_the_trace(tmp_path):
+    """A script that calls no pa.step(): the steps the timing pass found (optimizer.step())
+    mark the torch-profiler pass's trace as torch's own step() would (ProfilerStep#N)."""
+    done = profile_all("run", TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+                       "torch-profiler", "--pass-steps", "7", "-o", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    frame = pa.load(tmp_path / "r").frame
+    marked = frame[(frame["backend"] == "torch-profiler") & (frame["scope"] == "step")
+                   & (frame["metric"] == "calls")]
+    # ProfilerStep#0 (start to the first optimizer step) to #7 (the window's end to stop)
+    assert marked["name"].tolist() == ["ProfilerStep"] and marked["value"].item() == 8

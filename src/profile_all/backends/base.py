@@ -30,6 +30,10 @@ class PassContext:
     world_size: int = 1
     #: the target's command line, as the user would type it without profile-all
     command: list[str] = field(default_factory=list)
+    #: what marks the target's steps, as the clean timing pass found it (`pa.step()`,
+    #: `optimizer.step()`, `outermost module call`), "" when it has none or is unknown:
+    #: a tracer can mark each step in its trace from the start
+    step_source: str = ""
 
     def artifact_path(self, filename: str) -> Path:
         """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""

@@ -82,6 +82,9 @@ class TorchProfiler(Backend):
             schedule=schedule(**steps, repeat=1) if steps else None,
             on_trace_ready=self._export if steps else None,
             **{option: bool(self.options.get(option, False)) for option in OPTION_NAMES})
+        # ProfilerStep#N in the trace, as torch.profiler's own step() marks them, for
+        # TensorBoard's step view and HTA: from the start where the target has steps
+        self._profile.record_steps = bool(steps) or bool(ctx.step_source)
         self._profile.start()
 
     def enter(self, name: str, parent: str) -> Any:

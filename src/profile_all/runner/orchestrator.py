@@ -99,7 +99,8 @@ def _window(setup: Setup, run_pass: Pass) -> int | None:
     return min((limit for limit in limits if limit is not None), default=None)
 
 
-def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory) -> PassSpec:
+def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> PassSpec:
+    timed = [s for s in ran.summaries if s["timing"] and s.get("step_source")]
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
         mode="bench" if run_pass.timing else "once", target=setup.target.to_spec(),
@@ -109,7 +110,8 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory) -> PassSpec:
         scratch_dir=str(run_dir.scratch.resolve()),
         result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
                          ).resolve()),
-        max_steps=_window(setup, run_pass))
+        max_steps=_window(setup, run_pass),
+        step_source=timed[0]["step_source"] if timed else "")
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
@@ -119,7 +121,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
     for run_pass in passes:
         if setup.observer:
             setup.observer.pass_started(run_pass, len(passes))
-        pass_spec = _spec(setup, run_pass, run_dir)
+        pass_spec = _spec(setup, run_pass, run_dir, ran)
         started = perf_counter()
         if setup.isolate:
             # repeats of the timing pass measure the noise between runs: each in a fresh

@@ -151,7 +151,11 @@ class PassRun:
                 self._guard(name, "start", error)
                 continue
             self.started.append(backend)
-        regions.listen([b for b in self.started if hears_regions(b)], [self.clock])
+        hearing = [b for b in self.started if hears_regions(b)]
+        regions.listen(hearing, [self.clock])
+        self.clock.found = lambda: [backend.step() for backend in hearing]
+        if self.spec.step_source != "pa.step()":
+            self.clock.found_source = self.spec.step_source
         self.clock.start()
         self._children_at_start = _children_cpu()
         self.target_started = perf_counter()

@@ -36,6 +36,8 @@ class PassSpec:
     #: end the target at this step (a window of steps, --pass-steps, --max-steps); None:
     #: run it whole
     max_steps: int | None = None
+    #: what marks the target's steps, as the timing pass found it ("" unknown or none)
+    step_source: str = ""
     rank: int = 0
     world_size: int = 1
 
@@ -56,7 +58,8 @@ class PassSpec:
     def context(self, command: list[str] | None = None) -> PassContext:
         return PassContext(pass_index=self.number, artifacts_dir=Path(self.artifacts_dir),
                            scratch_dir=Path(self.scratch_dir), rank=self.rank,
-                           world_size=self.world_size, command=list(command or []))
+                           world_size=self.world_size, command=list(command or []),
+                           step_source=self.step_source)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,6 +41,11 @@ class StepClock:
         self._module_calls = module_calls
         self._module_hooks: list[Any] = []
         self._depth = 0
+        #: called at each step of the kind `found_source` names (`optimizer.step()`,
+        #: `outermost module call`: what the timing pass found a script that calls no
+        #: pa.step() to have): the pass's backends hear it as they hear pa.step()
+        self.found: Any = None
+        self.found_source = ""
 
     def _limit(self, steps: int, source: str) -> None:
         if self.max_steps is not None and steps >= self.max_steps:
@@ -57,6 +62,8 @@ class StepClock:
         self._stop_module_steps()
         self.optimizer_marks.append(perf_counter())
         if not self.marks:  # a script that marks its own steps is windowed by those
+            if self.found_source == "optimizer.step()":
+                self.found()
             self._limit(len(self.optimizer_marks), "optimizer.step()")
 
     def _module_enter(self, module: Any, args: Any) -> None:
@@ -66,6 +73,8 @@ class StepClock:
         self._depth -= 1
         if self._depth == 0:
             self.module_marks.append(perf_counter())
+            if self.found_source == "outermost module call":
+                self.found()
             self._limit(len(self.module_marks), "outermost module call")
 
     def _stop_module_steps(self) -> None:
