@@ -30,9 +30,10 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     for backend, ranks in measured.groupby("backend")["rank"]:
         assert set(ranks) == {0, 1}, backend
     artifacts = out / "artifacts"
-    for name in ("cprofile.rank{}.prof", "torch_trace.rank{}.json.gz", "mprofile.rank{}.dat"):
+    for name in ("cprofile.rank{}.prof", "torch_trace.rank{}.pt.trace.json.gz",
+                 "mprofile.rank{}.dat"):
         assert all((artifacts / name.format(rank)).is_file() for rank in (0, 1)), name
-    with gzip.open(artifacts / "torch_trace.rank1.json.gz") as trace:
+    with gzip.open(artifacts / "torch_trace.rank1.pt.trace.json.gz") as trace:
         assert json.load(trace)["distributedInfo"]["rank"] == 1
     ranks = report.ranks()
     step = ranks[(ranks["scope"] == "region") & (ranks["name"] == "train_step")

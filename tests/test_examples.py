@@ -48,7 +48,7 @@ def test_train_mlp_report_files(mlp_run):
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
         assert profiled["overhead_basis"].startswith("per-step times")
         assert (profiled["steps"], profiled["window"]) == (25, 25)  # the default window
-    assert (run_dir / "artifacts" / "torch_trace.json.gz").is_file()
+    assert (run_dir / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()
     assert (run_dir / "artifacts" / "mprofile.dat").read_text().count("FUNC train_step ") == 25
 
 

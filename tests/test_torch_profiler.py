@@ -24,7 +24,7 @@ def traced(tmp_path_factory):
 
 def test_trace_is_written_and_rows_come_from_it(traced):
     run_dir, report = traced
-    trace_path = run_dir / "artifacts" / "torch_trace.json.gz"
+    trace_path = run_dir / "artifacts" / "torch_trace.pt.trace.json.gz"
     trace = chrome_trace.load(trace_path)  # a gzip chrome trace that Perfetto and HTA open
     assert len(trace.columns.ops) > 50
     frame = report.frame
@@ -34,7 +34,8 @@ def test_trace_is_written_and_rows_come_from_it(traced):
     assert _value(frame, "operator", "aten::addmm", "self_time") > 0
     shapes = frame[(frame["scope"] == "operator_shape") & (frame["metric"] == "calls")]
     assert "aten::addmm [[64], [16, 32], [32, 64], [], []]" in set(shapes["name"])  # bias first
-    assert any(a["path"] == "artifacts/torch_trace.json.gz" for a in report.meta["artifacts"])
+    assert any(a["path"] == "artifacts/torch_trace.pt.trace.json.gz"
+               for a in report.meta["artifacts"])
     # a profiler session imports torch._dynamo: every pass imports it before the target
     assert report.meta["preimported"] == ["torch", "torch._dynamo"]
 

@@ -1,8 +1,10 @@
 """torch-profiler (tracer): torch.profiler over the whole target, CUDA activity when present.
 
-Writes `artifacts/torch_trace.json.gz` (Perfetto, TensorBoard's trace viewer, HTA, and
-`chrome://tracing` open it). Its rows come from that file through the chrome-trace reader,
-never from `key_averages()` (80 s and 4.9 GB for a 570,000-event profile on 2 cores).
+Writes `artifacts/torch_trace.pt.trace.json.gz` (Perfetto, TensorBoard's trace viewer,
+HTA and `chrome://tracing` open it; named as `tensorboard_trace_handler` names traces,
+`<worker>.pt.trace.json.gz`, so that TensorBoard's profiler plugin finds it). Its rows
+come from that file through the chrome-trace reader, never from `key_averages()` (80 s
+and 4.9 GB for a 570,000-event profile on 2 cores).
 
 Regions become `record_function` ranges, so they show in the trace and as region rows;
 `pa.step()` is `prof.step()`, which drives the optional schedule (wait, warmup, active).
@@ -50,7 +52,7 @@ class TorchProfiler(Backend):
     kind = "tracer"
     measures = ("operators (calls, self and total CPU time, device time, FLOPs, input shapes), "
                 "kernels, regions")
-    native_file = "torch_trace.json.gz (Perfetto, TensorBoard, HTA)"
+    native_file = "torch_trace.pt.trace.json.gz (Perfetto, TensorBoard, HTA)"
     # starting a profiler session imports torch._dynamo (1.1 s on a small VM), which a
     # bare target pays when it first builds an optimizer: every pass imports it first, or
     # the torch-profiler pass would look faster than the clean timing pass
@@ -73,7 +75,7 @@ class TorchProfiler(Backend):
             activities.append(ProfilerActivity.CUDA)
         steps = _schedule(self.options.get("schedule"))
         self._scheduled = bool(steps)
-        self._path = ctx.artifact_path("torch_trace.json.gz")
+        self._path = ctx.artifact_path("torch_trace.pt.trace.json.gz")
         self._exported = False
         self._collision: str | None = None
         self._encoded: dict[str, str] = {}  # trace_name(region) -> region
