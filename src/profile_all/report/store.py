@@ -85,7 +85,8 @@ def load(run_dir: str | Path) -> Report:
     else:
         timeline = _table(run_dir, "timeline.parquet", TIMELINE_COLUMNS,
                           ["start", "end", "value"])
-    return Report(frame, meta, run_dir, _samples(run_dir), timeline)
+    samples = _table(run_dir, "samples.parquet", SAMPLE_COLUMNS, ["value"])
+    return Report(frame, meta, run_dir, samples, timeline)
 
 
 def _timeline_of_format_1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -100,27 +101,16 @@ def _timeline_of_format_1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     return frame[~kept].reset_index(drop=True), timeline_frame(entries)
 
 
-def _table(run_dir: Path, name: str, columns: list[str], numeric: list[str]) -> pd.DataFrame:
-    """One of the run's extra tables; empty when the run was saved without it."""
+def _table(run_dir: Path, name: str, columns: list[str],
+           numeric: list[str]) -> pd.DataFrame | None:
+    """One of the run's extra tables (samples, timeline); None (the Report makes it empty)
+    for a run saved without it."""
     try:
         table = pd.read_parquet(run_dir / name)
     except FileNotFoundError:
-        return timeline_frame()
+        return None
     except (OSError, ValueError, pyarrow.ArrowException) as error:
         raise UsageError(f"{run_dir}/{name} cannot be read: {error}") from None
     if list(table.columns) != columns:
         raise UsageError(f"{run_dir}/{name} does not have the {name} columns")
     return checked.check_frame(table, run_dir, name, numeric, ["pass", "rank"])
-
-
-def _samples(run_dir: Path) -> pd.DataFrame | None:
-    """The per-call samples; None (an empty table) for a run saved without them."""
-    try:
-        samples = pd.read_parquet(run_dir / "samples.parquet")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, pyarrow.ArrowException) as error:
-        raise UsageError(f"{run_dir}/samples.parquet cannot be read: {error}") from None
-    if list(samples.columns) != SAMPLE_COLUMNS:
-        raise UsageError(f"{run_dir}/samples.parquet does not have the samples' columns")
-    return checked.check_frame(samples, run_dir, "samples.parquet", ["value"], ["pass", "rank"])
