@@ -26,6 +26,7 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
     ways = [("forked", [])] + ([("fresh", ["--fresh-processes"])] if how == "dataloader" else [])
     for name, extra in ways:
         done = profile_all("run", WORKERS, "-b", "wallclock", "-b", "cprofile", *extra,
+                           "--show-output", "all",
                            "-o", tmp_path / name, "--", how)
         assert done.returncode == 0, done.stderr
         assert done.stdout.count(EXPECTED[how]) == 2, done.stdout  # the output of each pass

@@ -53,3 +53,20 @@ def test_in_process_run_restores_argv_and_sys_path(tmp_path, capsys):
     assert seen["name"] == "__main__"
     assert seen["path0"] == str(TARGETS)
     assert (sys.argv, sys.path) == (argv, path)
+
+
+def test_the_output_of_the_first_pass_only_unless_all_is_asked(tmp_path):
+    script = TARGETS / "regions_then.py"
+    once = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "-o",
+                       tmp_path / "once", "--", "ok")
+    assert once.returncode == 0, once.stderr
+    assert once.stdout.count("finished") == 1  # the first pass's
+    for number in (1, 2):  # every pass's output is in its log
+        log = tmp_path / "once" / "artifacts" / f"pass{number}.stdout.log"
+        assert "finished" in log.read_text()
+    every = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "--show-output",
+                        "all", "-o", tmp_path / "all", "--", "ok")
+    assert every.stdout.count("finished") == 2
+    bad = profile_all("run", script, "--show-output", "some", "-o", tmp_path / "bad")
+    assert bad.returncode == 2 and "show_output (--show-output) must be one of" in bad.stderr
+    assert not (tmp_path / "bad").exists()

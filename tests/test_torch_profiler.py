@@ -67,7 +67,7 @@ def test_schedule_records_only_the_active_steps(tmp_path):
 
 def test_target_with_its_own_profiler_is_reported_not_crashed(tmp_path):
     result = profile_all("run", TARGETS / "own_profiler.py", "-b", "wallclock",
-                         "-b", "torch-profiler", "-o", tmp_path / "run")
+                         "-b", "torch-profiler", "--show-output", "all", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("own profiler events: True total: 100.0") == 2  # both passes
     report = pa.load(tmp_path / "run")

@@ -136,7 +136,7 @@ def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
 
 def test_a_target_that_starts_its_own_cprofile_is_named_with_what_was_lost(tmp_path):
     result = profile_all("run", TARGETS / "own_cprofile.py", "-b", "wallclock",
-                         "-b", "cprofile", "-o", tmp_path / "run")
+                         "-b", "cprofile", "--show-output", "all", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr  # the target's own exit code
     assert result.stdout.count("own profile saw calls: True") == 2
     report = pa.load(tmp_path / "run")

@@ -42,7 +42,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
         options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
         launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False,
         observer: Any = None, command: Sequence[str] | None = None,
-        pass_steps: int | str | None = None, max_steps: int | None = None) -> Any:
+        pass_steps: int | str | None = None, max_steps: int | None = None,
+        show_output: str = "first") -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     backends: names as `profile-all backends` lists them (default: every backend that can
@@ -69,6 +70,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     then enough for stable per-step figures); "all" runs every pass whole.
     max_steps: every pass, the timing pass too, ends the target after this many steps: the
     first minutes of a long job, without editing it.
+    show_output: "first" shows the target's output of the first pass only (every pass's
+    is in artifacts/passN.stdout.log and .stderr.log); "all" shows every pass's.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget
@@ -89,7 +92,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
                             repeat=repeat, observer=observer, pass_steps=pass_steps,
-                            max_steps=max_steps,
+                            max_steps=max_steps, show_output=show_output,
                             command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes))
 

@@ -62,6 +62,9 @@ def run(
         "run them whole")] = None,
     max_steps: Annotated[int | None, typer.Option(
         min=1, help="every pass, the timing pass too, ends the script after N steps")] = None,
+    show_output: Annotated[str, typer.Option(
+        metavar="first|all", help="the script's output of the first pass only (every "
+        "pass's is in artifacts/passN.stdout.log), or of every pass")] = "first",
     fresh_processes: Annotated[bool, typer.Option(
         help="a fresh interpreter for every pass, instead of forking each from a server "
         "that imported torch once")] = False,
@@ -126,7 +129,7 @@ def run(
                          rdzv_id),
         repeat=repeat, fresh_processes=fresh_processes, observer=PassProgress(err_console),
         pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
-        max_steps=max_steps,
+        max_steps=max_steps, show_output=show_output,
         command=sys.argv)
     terminal.render(report, err_console)
     raise typer.Exit(report.exit_code)

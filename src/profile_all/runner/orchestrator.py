@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all import backends, environment
+from profile_all import backends, environment, validate
 from profile_all.report import derived
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
@@ -36,7 +36,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         observer: Observer | None = None, command: list[str] | None = None,
         peak_flops: float | None = None, launch: Launch | None = None,
         repeat: int = 1, fresh_processes: bool = False,
-        pass_steps: int | str | None = None, max_steps: int | None = None) -> Report:
+        pass_steps: int | str | None = None, max_steps: int | None = None,
+        show_output: str = "first") -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
     timing pass runs, spread over the run (its repeats measure the run-to-run noise).
@@ -53,6 +54,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
                        fresh_processes, peak_flops)
         setup.observer, setup.command = observer, command or []
         setup.pass_steps, setup.max_steps = check_steps(pass_steps, max_steps)
+        setup.show_output = validate.choice("show_output (--show-output)", show_output,
+                                            ("first", "all"))
         return _run(setup, out, stops)
 
 
@@ -129,7 +132,8 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             # (passes forked from one server share its layout, and agree too well)
             fresh = run_pass.timing and setup.repeat > 1
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
-                                     None if fresh else server)
+                                     None if fresh else server,
+                                     echo=setup.show_output == "all" or not ran.summaries)
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])

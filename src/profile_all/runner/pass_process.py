@@ -57,17 +57,19 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
-        stops: process.StopRequests, server: forkserver.ForkServer | None) -> Ended:
-    """Run one pass in a worker (a worker per rank under torchrun). A rank that died
-    without a result gets what its backends journaled."""
+        stops: process.StopRequests, server: forkserver.ForkServer | None,
+        echo: bool = True) -> Ended:
+    """Run one pass in a worker (a worker per rank under torchrun); its output to the pass
+    logs, and to ours with `echo`. A rank that died without a result gets what its
+    backends journaled."""
     number = pass_spec.number
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(pass_spec.to_json())
     pass_process = _start(pass_spec, spec_path, launch, server)
     tees = [process.Tee(pass_process.stdout, "stdout",
-                        run_dir.artifacts / f"pass{number}.stdout.log"),
+                        run_dir.artifacts / f"pass{number}.stdout.log", echo),
             process.Tee(pass_process.stderr, "stderr",
-                        run_dir.artifacts / f"pass{number}.stderr.log")]
+                        run_dir.artifacts / f"pass{number}.stderr.log", echo)]
     for tee in tees:
         tee.start()
     how = "exited"

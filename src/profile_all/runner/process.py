@@ -89,11 +89,14 @@ class StopRequests:
 
 
 class Tee(threading.Thread):
-    """Copies a child's pipe to a log file and to our own stream, as it comes."""
+    """Copies a child's pipe to a log file and, with `echo`, to our own stream, as it
+    comes."""
 
-    def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path) -> None:
+    def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path,
+                 echo: bool = True) -> None:
         super().__init__(daemon=True)
         self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
+        self.echo = echo
 
     def run(self) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -101,6 +104,8 @@ class Tee(threading.Thread):
             while chunk := os.read(self.pipe.fileno(), 65536):
                 log.write(chunk)
                 log.flush()
+                if not self.echo:
+                    continue
                 stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
                 stream.write(decoder.decode(chunk))
                 stream.flush()

@@ -40,6 +40,9 @@ class Setup:
     pass_steps: int | None = None
     #: steps after which every pass ends its target, the timing pass too (None: whole)
     max_steps: int | None = None
+    #: "first": the target's output of the first pass only, the others' in their logs;
+    #: "all": every pass's
+    show_output: str = "first"
     observer: Observer | None = None
     command: list[str] = field(default_factory=list)
 
