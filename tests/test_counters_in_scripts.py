@@ -21,7 +21,8 @@ def test_counters_leave_the_script_s_results_unchanged(tmp_path):
     bare = subprocess.run([sys.executable, str(EXAMPLES / "train_mlp.py"), *args],
                           capture_output=True, text=True, check=True).stdout
     result = profile_all("run", EXAMPLES / "train_mlp.py", "-b", "flop-counter", "-b", "thop",
-                         "-b", "flops-profiler", "-o", tmp_path / "run", "--", *args)
+                         "-b", "flops-profiler", "--show-output", "all", "-o", tmp_path / "run",
+                         "--", *args)
     assert result.returncode == 0, result.stderr
     assert result.stdout == bare * 3  # three passes, each exactly as the bare script printed
 
