@@ -7,3 +7,8 @@ def test_backends_lists_each_with_its_availability():
     for name, kind in (("wallclock", "timer"), ("cprofile", "tracer")):
         line = next(line for line in result.stdout.splitlines() if f" {name} " in line)
         assert kind in line and "yes" in line
+
+
+def test_version():
+    done = profile_all("--version")
+    assert done.returncode == 0 and done.stdout.strip().startswith("profile-all 0."), done

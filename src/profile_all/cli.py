@@ -26,6 +26,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 err_console = Console(stderr=True)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        print(f"profile-all {version('profile-all')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="print profile-all's version and exit")] = False) -> None:
+    """Profile PyTorch scripts with every profiler, merged into one report."""
+
+
 def _one_line_errors(command: Callable) -> Callable:
     """Bad input -> `profile-all: error: ...` on stderr and exit code 2, no traceback."""
 
