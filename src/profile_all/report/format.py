@@ -13,13 +13,20 @@ def _missing(value: Any) -> bool:
         pd.isna(value))
 
 
-def seconds(value: Any) -> str:
+def _scaled(value: Any, units: tuple[tuple[str, float], ...], smallest: str,
+            scale: float, digits: str) -> str:
+    """`value` in the largest of `units` it reaches (3 significant digits), else in the
+    `smallest` unit (`value / scale`, formatted with `digits`)."""
     if _missing(value):
         return ""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+    for unit, size_of_unit in units:
+        if abs(value) >= size_of_unit:
+            return f"{value / size_of_unit:.3g} {unit}"
+    return f"{value / scale:{digits}} {smallest}"
+
+
+def seconds(value: Any) -> str:
+    return _scaled(value, (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)), "ns", 1e-9, ".3g")
 
 
 def count(value: Any) -> str:
@@ -36,12 +43,7 @@ def share(value: Any) -> str:
 
 def size(value: Any) -> str:
     """Bytes, in binary units."""
-    if _missing(value):
-        return ""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.0f} B"
+    return _scaled(value, (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)), "B", 1, ".0f")
 
 
 def giga(value: Any) -> str:
