@@ -28,6 +28,9 @@ def test_train_mlp_report_files(mlp_run):
         "summary.md", "timeline.parquet"]
     assert "step   29" in result.stdout  # the script's own output passed through
     assert f"Report: {run_dir}" in result.stderr
+    # piped, nothing live shows: a line as each pass starts and as it ends
+    assert "pass 2/5 cprofile: started" in result.stderr
+    assert "pass 2/5 cprofile: ok in" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
     assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter",

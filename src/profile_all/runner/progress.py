@@ -1,4 +1,6 @@
-"""Live progress of a run in the terminal (Rich): pass k of n, its backends, elapsed time."""
+"""Progress of a run: in a terminal, pass k of n with its backends and a live elapsed time
+(Rich); piped (a CI log, `| tee`), a line as each pass starts, since nothing live shows
+there; and a line as each pass ends, with its status and time."""
 
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ class PassProgress:
         self._progress: Progress | None = None
 
     def pass_started(self, run_pass: Pass, count: int) -> None:
+        if not self.console.is_terminal:
+            self.console.print(f"pass {run_pass.index}/{count} {run_pass.label}: started",
+                               highlight=False)
+            return
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                   TimeElapsedColumn(), console=self.console, transient=True,
                                   refresh_per_second=4,
