@@ -10,7 +10,7 @@ import pytest
 import profile_all as pa
 from conftest import measured_frame, value_of
 from profile_all import regions
-from profile_all.backends.base import PassContext
+from profile_all.backends.base import PassContext, listen_to
 from profile_all.backends.wallclock import WallClock
 
 
@@ -24,10 +24,11 @@ def _value(rows, scope, name, metric, stat):
     return value_of(measured_frame(rows), scope=scope, name=name, metric=metric, stat=stat)
 
 
-def test_region_and_step_statistics(ctx):
-    clock = WallClock({"cpu_time": True})
+@pytest.mark.parametrize("cpu_time", [True, False], ids=["hooks", "region-log"])
+def test_region_and_step_statistics(ctx, cpu_time):
+    clock = WallClock({"cpu_time": cpu_time})
     clock.start(ctx)
-    regions.listen([clock])
+    listen_to([clock], ctx)
     try:
         time.sleep(0.05)  # before the first region: not part of any step
         for pause in (0.01, 0.02, 0.03):
@@ -49,7 +50,10 @@ def test_region_and_step_statistics(ctx):
                            ("median", np.median(calls)), ("std", calls.std(ddof=1)),
                            ("p90", np.quantile(calls, 0.9))):
         assert _value(rows, "region", "sleep", "wall_time", stat) == pytest.approx(expected)
-    assert _value(rows, "region", "sleep", "cpu_time", "total") < calls.sum()  # sleep: no CPU
+    if cpu_time:
+        assert _value(rows, "region", "sleep", "cpu_time", "total") < calls.sum()  # sleep
+    else:  # only the run's CPU time is measured
+        assert set(measured_frame(rows).query("metric == 'cpu_time'")["scope"]) == {"run"}
     steps = kept[("step", "step")]
     assert _value(rows, "step", "step", "calls", "total") == len(steps) == 3
     assert (steps >= calls).all()  # a step holds its region; the first starts at the region
@@ -57,10 +61,11 @@ def test_region_and_step_statistics(ctx):
     assert not list(ctx.scratch_dir.glob("*.journal"))  # the journal is gone once collected
 
 
-def test_journal_recovers_what_a_killed_process_measured(ctx):
-    clock = WallClock({"cpu_time": True})
+@pytest.mark.parametrize("cpu_time", [True, False], ids=["hooks", "region-log"])
+def test_journal_recovers_what_a_killed_process_measured(ctx, cpu_time):
+    clock = WallClock({"cpu_time": cpu_time})
     clock.start(ctx)
-    regions.listen([clock])
+    listen_to([clock], ctx)
     try:
         with pa.region("outer"), pa.region("inner"):
             time.sleep(0.25)  # longer than the flush interval: journaled on exit

@@ -20,7 +20,7 @@ import torch
 
 import profile_all as pa
 from profile_all import regions
-from profile_all.backends.base import PassContext
+from profile_all.backends.base import PassContext, listen_to
 from profile_all.backends.wallclock import WallClock
 
 
@@ -44,17 +44,23 @@ def record_function_once() -> None:
         pass
 
 
-def under_wallclock(cpu_time: bool, number: int) -> float:
+def under_wallclock(cpu_time: bool, number: int, nested: bool = False) -> float:
+    """ns per region in a wallclock pass, routed as a pass routes it; `nested`: inside
+    an open region, as most regions are."""
     with tempfile.TemporaryDirectory() as scratch:
         ctx = PassContext(pass_index=1, artifacts_dir=Path(scratch), scratch_dir=Path(scratch))
         clock = WallClock({"cpu_time": cpu_time})
         clock.start(ctx)
-        regions.listen([clock])
+        listen_to([clock], ctx)
         try:
-            return per_call_ns(region_once, number)
+            if not nested:
+                return per_call_ns(region_once, number)
+            with pa.region("outer"):
+                return per_call_ns(region_once, number)
         finally:
             regions.listen(())
             clock.stop(ctx)
+            clock.collect(ctx)
 
 
 def nvtx_pair() -> tuple[str, Callable[[], None]] | None:

@@ -3,7 +3,8 @@
 A backend is created fresh in the process that runs its pass. The worker calls
 `start(ctx)` before the target runs, `stop(ctx)` after it (also when it failed), then
 `collect(ctx)`. Region hooks (`enter`, `exit`, `step`) are called only for backends that
-define `enter`, so a backend that does not care about regions costs nothing there.
+define `enter`, so a backend that does not care about regions costs nothing there; one
+that needs only regions' wall times sets `region_times` and reads `ctx.region_log`.
 
 A wrapper backend (nsys) also defines `wrap(argv, ctx)`, the command its pass is launched
 in, and `finish(ctx)`, called in the orchestrator once that process has ended.
@@ -12,10 +13,13 @@ in, and `finish(ctx)`, called in the orchestrator once that process has ended.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from profile_all import regions
+from profile_all.region_log import RegionLog
 from profile_all.rows import Facts
 
 
@@ -34,6 +38,12 @@ class PassContext:
     #: `optimizer.step()`, `outermost module call`), "" when it has none or is unknown:
     #: a tracer can mark each step in its trace from the start
     step_source: str = ""
+    #: where regions' wall times go for backends that set `region_times`
+    region_log: RegionLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.region_log = RegionLog(
+            self.scratch_dir / f"regions.pass{self.pass_index}.rank{self.rank}.journal")
 
     def artifact_path(self, filename: str) -> Path:
         """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""
@@ -100,6 +110,9 @@ class Backend:
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
     #: what the report must know of its rows (that they count FLOPs, time regions...)
     facts: ClassVar[Facts] = Facts()
+    #: it needs no more of a region than its wall time, read from `ctx.region_log` at
+    #: collect, rather than its `enter`/`exit` hooks: the cheapest path for the target
+    region_times: bool = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
@@ -141,5 +154,12 @@ class Backend:
         return Collected()
 
 
-def hears_regions(backend: Backend) -> bool:
-    return callable(getattr(backend, "enter", None))
+def listen_to(backends: Sequence[Backend], ctx: PassContext,
+              steppers: Sequence[Any] = ()) -> list[Backend]:
+    """Route the target's regions to `backends` as each asks (its hooks, or the region log)
+    and its steps to them and to `steppers`; returns the backends that hear steps."""
+    hooks = [backend for backend in backends
+             if callable(getattr(backend, "enter", None)) and not backend.region_times]
+    logged = [backend for backend in backends if backend.region_times]
+    regions.listen(hooks, [*logged, *steppers], ctx.region_log if logged else None)
+    return [*hooks, *logged]

@@ -7,13 +7,14 @@ mean, median, std, min, max and p90 of wall time, and CPU time totals.
 Step i is the time from the (i-1)th `step()` to the ith; the first step starts at the first
 region entered, so a script's imports are not in it (without regions it is not timed).
 
-CPU time per region and step is asked for with `cpu_time=True` (CLI `--region-cpu-time`):
-it costs two system calls per region (0.7 µs each on a small VM), which took a region
-from 1.25 to 3.3 µs and a 1.6 ms training step's distortion from 1.02 to 1.04 there
-(scripts/bench/). The run's CPU time is always measured.
+Regions' wall times come from the pass's region log (region_log.py), not from hooks: a
+nested region costs the target ~0.55 µs instead of ~1.05 µs through `enter`/`exit` on a
+2-core VM (scripts/bench/fast_by_default.py). CPU time per region and step is asked for
+with `cpu_time=True` (CLI `--region-cpu-time`): it takes the hooks and two system calls per
+region (0.7 µs each there), 2.5-4 µs a region. The run's CPU time is always measured.
 
 So that a process killed without warning (SIGKILL, the OOM killer) still leaves its
-measurements, new samples are appended to a journal in the pass's scratch folder at most
+measurements, new samples (and the region log's events) are appended to a journal in the pass's scratch folder at most
 every FLUSH_SECONDS, checked when a region closes or a step ends; `recover` reads it.
 A journal record is a JSON header line `[name, parent, count, has_cpu]` and then the raw
 doubles: `count` wall times, then `count` CPU times when has_cpu.
@@ -21,6 +22,7 @@ doubles: `count` wall times, then `count` CPU times when has_cpu.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from array import array
@@ -28,6 +30,7 @@ from pathlib import Path
 from time import perf_counter, process_time
 from typing import Any, ClassVar
 
+from profile_all import region_log
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
@@ -55,8 +58,10 @@ class WallClock(Backend):
         self._journal_path = _journal(ctx)
         self._pid = os.getpid()
         self._cpu_time = self.options.get("cpu_time", False)
-        if not self._cpu_time:  # the same hooks without the CPU clock's system calls
-            self.enter, self.exit, self.step = self._enter_wall, self._exit_wall, self._step_wall
+        self._log = ctx.region_log
+        if not self._cpu_time:  # regions' wall times from the log: no hooks, no CPU clock
+            self.region_times = True
+            self.step = self._step_wall
         self._step_start: tuple[float, float] | None = None  # set by the first region
         self._flushed_at = perf_counter()
         self._run_cpu = process_time()
@@ -93,21 +98,10 @@ class WallClock(Backend):
         if wall - self._flushed_at > FLUSH_SECONDS:
             self._flush(wall)
 
-    def _enter_wall(self, name: str, parent: str) -> float:
-        wall = perf_counter()
-        if self._step_start is None:
-            self._step_start = (wall, 0.0)
-        return wall
-
-    def _exit_wall(self, name: str, parent: str, token: float) -> None:
-        wall = perf_counter()
-        (self._samples.get((name, parent)) or self._series((name, parent)))[0].append(
-            wall - token)
-        if wall - self._flushed_at > FLUSH_SECONDS:
-            self._flush(wall)
-
     def _step_wall(self) -> None:
         wall = perf_counter()
+        if self._step_start is None and self._log.first_enter is not None:
+            self._step_start = (self._log.first_enter, 0.0)
         if self._step_start is not None:
             (self._samples.get(STEP) or self._series(STEP))[0].append(wall - self._step_start[0])
         self._step_start = (wall, 0.0)
@@ -138,6 +132,9 @@ class WallClock(Backend):
         rows = [row("run", "run", "wall_time", self._run_wall),
                 row("run", "run", "cpu_time", self._run_cpu)]
         self._journal_path.unlink(missing_ok=True)
+        if self.region_times:
+            for key, walls in self._log.samples().items():
+                self._samples[key] = (walls, array("d"))
         collected = _collected(self._samples)
         collected.rows[:0] = rows
         return collected
@@ -145,11 +142,7 @@ class WallClock(Backend):
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
         samples: Samples = {}
-        try:
-            journal = _journal(ctx).open("rb")
-        except FileNotFoundError:
-            return Collected()
-        with journal:
+        with contextlib.suppress(FileNotFoundError), _journal(ctx).open("rb") as journal:
             while header := journal.readline():
                 try:
                     name, parent, count, has_cpu = json.loads(header)
@@ -165,6 +158,8 @@ class WallClock(Backend):
                 series = samples.setdefault((name, parent), (array("d"), array("d")))
                 series[0].extend(walls)
                 series[1].extend(cpus)
+        for key, walls in region_log.read(ctx.region_log.journal).items():
+            samples[key] = (walls, array("d"))
         return _collected(samples)
 
 

@@ -19,7 +19,7 @@ from time import perf_counter
 from typing import Any
 
 from profile_all import backends, regions
-from profile_all.backends.base import Backend, hears_regions
+from profile_all.backends.base import Backend, listen_to
 from profile_all.rows import BENCHMARK
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runner.steps import StepClock, StepLimit
@@ -151,8 +151,7 @@ class PassRun:
                 self._guard(name, "start", error)
                 continue
             self.started.append(backend)
-        hearing = [b for b in self.started if hears_regions(b)]
-        regions.listen(hearing, [self.clock])
+        hearing = listen_to(self.started, self.ctx, [self.clock])
         self.clock.found = lambda: [backend.step() for backend in hearing]
         if self.spec.step_source != "pa.step()":
             self.clock.found_source = self.spec.step_source

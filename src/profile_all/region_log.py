@@ -1,0 +1,162 @@
+"""The wall time of every region's enter and exit, at the least cost a Python `with` allows.
+
+A backend that needs no more of a region than when it began and ended (wallclock without
+CPU time) sets `region_times`; its pass then keeps this log, and `regions.Region` appends to
+the calling thread's array instead of calling the backend's `enter`/`exit`: a nested
+region then costs two `perf_counter()` calls and three appends, not two method calls and a
+tuple (scripts/bench/region_overhead.py). Pairing enters with exits, naming parents and
+summing up is done once, after the target ended, by `samples()`.
+
+An enter is the region's code (`-(index in names + 1)`: negative, so never a time) then
+its `perf_counter()`; an exit is its `perf_counter()` alone. Every FLUSH_SECONDS, checked
+as a region exits, the arrays go to a journal in the pass's scratch folder and are emptied:
+memory stays bounded on long runs, and a process killed without warning (SIGKILL, the OOM
+killer) leaves every region it closed. A journal record is a JSON header line
+`[thread, count, new_names]`, then `count` raw doubles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from array import array
+from pathlib import Path
+from time import perf_counter
+
+FLUSH_SECONDS = 0.2
+
+#: (region name, parent path) -> wall time of each call, seconds
+Samples = dict[tuple[str, str], array]
+
+#: every region's name in this process, in the order the regions were made: a region's
+#: code is -(its index + 1)
+NAMES: list[str] = []
+
+
+class RegionLog:
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self._names = NAMES
+        self._names_written = 0
+        self._threads: list[array] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        #: when the first region was entered in any thread (it starts the first step)
+        self.first_enter: float | None = None
+        #: when the target ended: regions still open are timed up to it
+        self.ended_at: float | None = None
+        self._samples: Samples | None = None
+
+    def new_thread(self) -> array:
+        """The calling thread's event array, made at its first region."""
+        events = array("d")
+        self._threads.append(events)
+        if self.first_enter is None:
+            self.first_enter = perf_counter()
+        return events
+
+    def flush(self) -> float:
+        """Move every thread's events to the journal; returns when the next flush is due."""
+        now = perf_counter()
+        if os.getpid() != self._pid:  # a forked child (DataLoader worker): not our journal
+            return float("inf")
+        if not self._lock.acquire(blocking=False):  # another thread is at it
+            return now + FLUSH_SECONDS
+        try:
+            chunks = []
+            names = self._names[self._names_written:]
+            for number, events in enumerate(self._threads):
+                count = len(events)  # other threads only append: the first `count` stay
+                if not count and not names:
+                    continue
+                header = [number, count, names]
+                chunks += [json.dumps(header).encode() + b"\n", events[:count].tobytes()]
+                del events[:count]
+                self._names_written += len(names)
+                names = []
+            if chunks:
+                with open(self.journal, "ab") as journal:
+                    journal.write(b"".join(chunks))
+        finally:
+            self._lock.release()
+        return now + FLUSH_SECONDS
+
+    def samples(self) -> Samples:
+        """Every region call's wall time, by (name, parent path); reads and removes the
+        journal. Regions still open are timed to `ended_at` (the target never left them)."""
+        if self._samples is None:
+            self.flush()
+            self._samples = read(self.journal, self.ended_at)
+            self.journal.unlink(missing_ok=True)
+        return self._samples
+
+
+def read(journal: Path, ended_at: float | None = None) -> Samples:
+    """The samples of a journal; regions left open count to `ended_at`, or not at all
+    without it (a killed process: when it died is not known)."""
+    names: list[str] = []
+    threads: dict[int, _Pairing] = {}
+    samples: Samples = {}
+    try:
+        source = journal.open("rb")
+    except FileNotFoundError:
+        return samples
+    with source:
+        while header := source.readline():
+            try:
+                number, count, new_names = json.loads(header)
+            except ValueError:
+                break
+            names += new_names
+            events = array("d")
+            try:
+                events.fromfile(source, count)
+            except EOFError:  # the record a kill cut short
+                break
+            threads.setdefault(number, _Pairing(names, samples)).add(events)
+    if ended_at is not None:
+        for pairing in threads.values():
+            pairing.close_open(ended_at)
+    return samples
+
+
+class _Pairing:
+    """One thread's enters matched with its exits, across journal records."""
+
+    def __init__(self, names: list[str], samples: Samples) -> None:
+        self._names = names
+        self._samples = samples
+        self._open: list[tuple[tuple[str, str], str, float]] = []  # (key, path, start)
+        self._code: float | None = None  # an enter whose time is in the next record
+        self._keys: dict[tuple[str, float], tuple[tuple[str, str], str]] = {}
+
+    def add(self, events: array) -> None:
+        stack, samples, code = self._open, self._samples, self._code
+        for value in events:
+            if code is not None:  # the enter's time
+                stack.append((*self._key(stack[-1][1] if stack else "", code), value))
+                code = None
+            elif value < 0:
+                code = value
+            elif stack:
+                key, _path, start = stack.pop()
+                series = samples.get(key)
+                if series is None:
+                    series = samples[key] = array("d")
+                series.append(value - start)
+            # else: the exit of a region entered before the log began
+        self._code = code
+
+    def _key(self, parent: str, code: float) -> tuple[tuple[str, str], str]:
+        known = self._keys.get((parent, code))
+        if known is None:
+            name = self._names[int(-code) - 1]
+            path = f"{parent}/{name}" if parent else name
+            known = self._keys[(parent, code)] = ((name, parent), path)
+        return known
+
+    def close_open(self, ended_at: float) -> None:
+        while self._open:
+            key, _path, start = self._open.pop()
+            self._samples.setdefault(key, array("d")).append(ended_at - start)
