@@ -27,6 +27,14 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _memory_total() -> int | None:
+    """The machine's physical memory in bytes (what a peak RSS is measured against)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def collect() -> dict:
     return {
         "python": platform.python_version(),
@@ -35,6 +43,7 @@ def collect() -> dict:
         "os": platform.platform(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "memory_total": _memory_total(),
         "packages": {name: _version(name) for name in
                      ("profile-all", "torch", "numpy", "pandas", "pyarrow", "snakeviz")},
     }

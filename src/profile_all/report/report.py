@@ -210,6 +210,12 @@ class Report:
 
         return self._once("modules", lambda: modules(self.frame, self.counting))
 
+    def findings(self) -> pd.DataFrame:
+        """The answer first: a row per finding, most important first (report.findings)."""
+        from profile_all.report.findings import findings
+
+        return self._once("findings", lambda: findings(self))
+
     def ranks(self) -> pd.DataFrame:
         """Across ranks, per run, step and region and each timer: the min, median and max of
         each rank's total time, the slowest rank, and the spread ((max - min) / median).

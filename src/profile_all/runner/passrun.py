@@ -105,6 +105,7 @@ def _runtime_environment() -> dict[str, Any]:
             facts["cuda"] = torch.version.cuda
             facts["gpus"] = [torch.cuda.get_device_name(index)
                              for index in range(torch.cuda.device_count())]
+            facts["gpu_memory_total"] = torch.cuda.get_device_properties(0).total_memory
     except Exception as error:  # a broken driver must not lose the pass's rows
         facts["cuda_error"] = str(error)
     return facts

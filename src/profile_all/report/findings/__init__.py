@@ -1,0 +1,31 @@
+"""`Report.findings()`: the answer first, with its evidence.
+
+What no single profiler can say and the report can, since it holds every backend's rows
+side by side: where the time goes, whether the input is the bottleneck, warm-up, memory
+that grows, an idle or waiting device, communication, FLOP/s against the device's peak, and
+whether the numbers can be trusted. Each rule is a function of the report that returns
+findings; none names a backend (what a backend measures is read from its rows and facts).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from profile_all.report.findings import device, memory, timing, trust
+from profile_all.report.findings.finding import COLUMNS, Finding
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+RULES = (timing.input_bound, timing.where_time_goes, timing.warm_up, memory.growth,
+         memory.near_capacity, device.idle, device.syncs, device.communication,
+         device.efficiency, trust.doubts, trust.straggler)
+
+
+def findings(report: Report) -> pd.DataFrame:
+    """A row per finding (COLUMNS), most important first."""
+    found: list[Finding] = [one for rule in RULES for one in rule(report)]
+    found.sort(key=lambda one: -one.weight)
+    return pd.DataFrame([one.as_row() for one in found], columns=COLUMNS)

@@ -1,0 +1,142 @@
+"""On a device: idle time, host-device syncs, communication, FLOP/s against the peak."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from profile_all.report import format as fmt
+from profile_all.report.findings.finding import Finding
+from profile_all.report.findings.peaks import datasheet_peak
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: device idle above this share of the traced time: launch- or CPU-bound
+IDLE = 0.3
+#: kernels shorter than this on average, many of them: launch overhead dominates
+TINY_KERNEL = 20e-6
+#: syncs holding this share of the traced host time are worth naming
+SYNC_SHARE = 0.05
+#: communication kernels above this share of a rank's device time
+COMMUNICATION = 0.1
+#: achieved FLOP/s under this share of the peak is named as low
+LOW_UTILIZATION = 0.3
+_SYNC_CALLS = ("Synchronize",)
+_SCALAR_READS = ("aten::_local_scalar_dense", "aten::item")
+
+
+def _trace_totals(report: Report) -> pd.DataFrame:
+    """Per backend, pass and rank that traced a device: host span and summed device time."""
+    frame = report.frame
+    trace = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
+                  & frame["metric"].isin(["wall_time", "gpu_time"]) & (frame["stat"] == "total")]
+    table = trace.pivot_table(index=["backend", "pass", "rank"], columns="metric",
+                              values="value", aggfunc="sum")
+    return table.dropna().reset_index() if {"wall_time", "gpu_time"} <= set(table.columns) \
+        else pd.DataFrame()
+
+
+def idle(report: Report) -> list[Finding]:
+    out = []
+    kernels = report.kernels()
+    for _, traced in _trace_totals(report).iterrows():
+        if not traced["wall_time"] > 0:
+            continue
+        share = 1 - min(traced["gpu_time"] / traced["wall_time"], 1.0)
+        if share < IDLE:
+            continue
+        calls = kernels["calls"].sum() if "calls" in kernels else 0
+        mean = kernels["gpu_time"].sum() / calls if calls else float("nan")
+        tiny = calls and mean < TINY_KERNEL
+        out.append(Finding(
+            "device", f"the device is idle {fmt.share(share)} of the traced time"
+            + (f": {fmt.count(calls)} kernels of {fmt.seconds(mean)} on average (launch-bound)"
+               if tiny else ": the host does not keep it fed (CPU-bound)"),
+            weight=share * 0.9, share=share, amount=traced["wall_time"] - traced["gpu_time"],
+            unit="s", evidence=f"{traced['backend']} pass {traced['pass']} rank "
+            f"{traced['rank']}: device activity {fmt.seconds(traced['gpu_time'])} (summed over "
+            f"streams, so idle is at least this) in {fmt.seconds(traced['wall_time'])}",
+            suggestion="CUDA graphs or torch.compile(mode='reduce-overhead') for many tiny "
+                       "kernels; larger batches; move host work (data, Python) off the loop"
+            if tiny else "find the host time in the functions and operators tables; larger "
+                         "batches; overlap the input with DataLoader workers"))
+    return out
+
+
+def syncs(report: Report) -> list[Finding]:
+    """Host-device syncs in the loop: explicit ones, and `.item()` reads of device scalars."""
+    if report.kernels().empty:
+        return []
+    api, operators = report.api_calls(), report.operators()
+    waits = api[api["name"].str.contains("|".join(_SYNC_CALLS))] if not api.empty else api
+    reads = operators[operators["name"].isin(_SCALAR_READS)] if not operators.empty \
+        else operators
+    spans = _trace_totals(report)
+    span = float(spans["wall_time"].max()) if not spans.empty else float("nan")
+    waited = float(waits["wall_time"].sum()) if not waits.empty else 0.0
+    steps = report.frame[(report.frame["scope"] == "step") & (report.frame["metric"] == "calls")]
+    per_step = float(steps["value"].max()) if not steps.empty else float("nan")
+    read_calls = float(reads["calls"].sum()) if not reads.empty else 0.0
+    if not (waited >= SYNC_SHARE * span or (per_step > 0 and read_calls >= per_step)):
+        return []
+    share = waited / span if span > 0 else float("nan")
+    return [Finding(
+        "device", f"host-device syncs: {fmt.seconds(waited)} waiting in "
+        f"{fmt.count(waits['calls'].sum() if not waits.empty else 0)} synchronize calls, "
+        f"{fmt.count(read_calls)} scalar reads (.item())", weight=max(share, 0.2) * 0.8,
+        share=share, amount=waited, unit="s",
+        evidence="CUDA API calls " + ", ".join(waits["name"]) + "; operators "
+                 + ", ".join(reads["name"]) if not waits.empty or not reads.empty else "",
+        suggestion="read losses and metrics every N steps, not each; no torch.cuda."
+                   "synchronize() in the loop; keep tensors on the device")]
+
+
+def communication(report: Report) -> list[Finding]:
+    """Each rank's device time in NCCL kernels (overlap with compute is not measured)."""
+    frame = report.frame
+    kernels = frame[(frame["scope"] == "kernel") & (frame["metric"] == "gpu_time")
+                    & (frame["stat"] == "total")]
+    out = []
+    for rank, group in kernels.groupby("rank"):
+        whole = group["value"].sum()
+        talking = group.loc[group["name"].str.contains("nccl", case=False), "value"].sum()
+        if whole > 0 and talking / whole >= COMMUNICATION:
+            share = talking / whole
+            out.append(Finding(
+                "communication", f"rank {rank}: communication holds {fmt.share(share)} of "
+                f"device time ({fmt.seconds(talking)} in NCCL kernels)", weight=share * 0.8,
+                share=share, amount=talking, unit="s",
+                evidence=f"kernels named nccl* on rank {rank}, of {fmt.seconds(whole)}; "
+                         "how much of it overlaps computation is not measured",
+                suggestion="overlap it with compute (DDP bucket_cap_mb, gradient "
+                           "accumulation with no_sync), fewer or larger collectives"))
+    return out
+
+
+def efficiency(report: Report) -> list[Finding]:
+    """A model's achieved FLOP/s against the peak: --peak-flops, else the datasheet's."""
+    frame = report.frame
+    achieved = frame[(frame["metric"] == "achieved_flops") & (frame["scope"] == "model")]
+    if achieved.empty:
+        return []
+    model = report.meta.get("model", {})
+    target = report.meta.get("target", {})
+    gpus = report.meta.get("environment", {}).get("gpus") or []
+    peak, source = model.get("peak_flops"), "--peak-flops"
+    if not peak and gpus and str(model.get("device", target.get("device", ""))) != "cpu":
+        peak = datasheet_peak(gpus[0], str(target.get("dtype", "float32")))
+        source = f"{gpus[0]} datasheet, {target.get('dtype', 'float32')} dense"
+    if not peak:
+        return []
+    rate = float(achieved["value"].iloc[0])
+    share = rate / peak
+    return [Finding(
+        "efficiency", f"achieved {fmt.by_unit(rate, 'FLOP/s')}: {fmt.share(share)} of the peak "
+        f"({fmt.by_unit(peak, 'FLOP/s')})", weight=(1 - share) * 0.4 if share < LOW_UTILIZATION
+        else 0.05, share=share, amount=rate, unit="FLOP/s",
+        evidence=f"FLOPs per iteration / median latency; peak: {source}",
+        suggestion="larger batches, bfloat16 or TF32 (torch.set_float32_matmul_precision"
+                   "('high')), torch.compile, fused kernels" if share < LOW_UTILIZATION
+        else "")]

@@ -1,0 +1,70 @@
+"""One finding, and what the rules share: which backend times regions, the step times."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: Report.findings()'s columns: the rule, the sentence, how much (a share of step or run
+#: time, and an amount in `unit`), the evidence (which backends and rows), what to try
+COLUMNS = ["rule", "finding", "share", "amount", "unit", "evidence", "try"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    finding: str
+    #: the order: most important first (a share of time where there is one)
+    weight: float
+    share: float = math.nan
+    amount: float = math.nan
+    unit: str = ""
+    evidence: str = ""
+    suggestion: str = ""
+
+    def as_row(self) -> list[object]:
+        return [self.rule, self.finding, self.share, self.amount, self.unit, self.evidence,
+                self.suggestion]
+
+
+def timer(report: Report) -> tuple[str, str] | None:
+    """(backend, metric) of the backend that times regions and steps on the host."""
+    for name, facts in report.facts.items():
+        if facts.region_timer == "wall_time":
+            return name, "wall_time"
+    return None
+
+
+def totals(report: Report, backend: str, scope: str, metric: str = "wall_time",
+           stat: str = "total") -> pd.DataFrame:
+    """(name, parent, value) of `backend`'s `scope` rows, the median over passes and ranks."""
+    frame = report.frame
+    picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
+                   & (frame["metric"] == metric) & (frame["stat"] == stat)]
+    return picked.groupby(["name", "parent"], sort=False)["value"].median().reset_index()
+
+
+def step_samples(report: Report, backend: str) -> pd.Series:
+    """Each step's time in order, from `backend`'s first pass and rank that has them."""
+    samples = report.samples
+    steps = samples[(samples["backend"] == backend) & (samples["scope"] == "step")]
+    if steps.empty:
+        return pd.Series(dtype="float64")
+    first = steps[(steps["pass"] == steps["pass"].min()) & (steps["rank"] == steps["rank"].min())]
+    return first["value"].reset_index(drop=True)
+
+
+def base_time(report: Report, backend: str) -> tuple[float, str]:
+    """(the time shares are of, what it is): all steps, else the whole run."""
+    steps = totals(report, backend, "step")
+    if not steps.empty and steps["value"].sum() > 0:
+        return float(steps["value"].sum()), "step time"
+    run = totals(report, backend, "run")
+    run = run[run["name"] == "run"]
+    return (float(run["value"].iloc[0]), "run time") if not run.empty else (math.nan, "")

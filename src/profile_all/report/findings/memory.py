@@ -1,0 +1,92 @@
+"""Memory that grows step after step, and a peak near what the machine has."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from profile_all.report import format as fmt
+from profile_all.report.findings.finding import Finding
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: growth over the measured window worth saying: this share of the RSS, and this many bytes
+GROWTH_SHARE = 0.1
+GROWTH_BYTES = 32 * 2**20
+#: how straight the growth must be (Pearson r of RSS on time): a leak grows steadily
+GROWTH_R = 0.9
+#: what it takes to tell a leak from start-up allocations: samples and seconds measured
+#: after the first quarter of the pass, and growth in each third of them
+GROWTH_SAMPLES = 20
+GROWTH_SECONDS = 1.0
+#: a peak above this share of the machine's (or device's) memory is near capacity
+NEAR_CAPACITY = 0.85
+
+
+def _steady_rise(values: pd.Series) -> bool:
+    """Each third's median above the one before by at least a quarter of the whole rise:
+    a leak grows all along; start-up allocations rise once and level off."""
+    thirds = [float(part.median()) for part in np.array_split(values.to_numpy(), 3)]
+    rise = thirds[2] - thirds[0]
+    return rise > 0 and min(thirds[1] - thirds[0], thirds[2] - thirds[1]) >= rise / 4
+
+
+def growth(report: Report) -> list[Finding]:
+    """RSS rising steadily over a pass, after its first quarter (start-up allocations)."""
+    timeline = report.timeline
+    rss = timeline[(timeline["series"] == "rss") & (timeline["name"] == "process")]
+    out = []
+    for (backend, run_pass, rank), samples in rss.groupby(["backend", "pass", "rank"]):
+        samples = samples.sort_values("start").iloc[len(samples) // 4:]
+        span = float(samples["start"].iloc[-1] - samples["start"].iloc[0]) if len(samples) else 0
+        if len(samples) < GROWTH_SAMPLES or span < GROWTH_SECONDS \
+                or not _steady_rise(samples["value"]):
+            continue
+        fit = stats.linregress(samples["start"], samples["value"])
+        grown = fit.slope * span
+        level = float(samples["value"].median())
+        if grown < max(GROWTH_BYTES, GROWTH_SHARE * level) or fit.rvalue < GROWTH_R:
+            continue
+        regions = timeline[(timeline["series"] == "region") & (timeline["pass"] == run_pass)
+                           & (timeline["rank"] == rank)
+                           & timeline["start"].between(samples["start"].iloc[0],
+                                                       samples["start"].iloc[-1])]
+        per = f", {fmt.size(grown / len(regions))} per top-level region call" \
+            if len(regions) > 1 else ""
+        out.append(Finding(
+            "memory", f"memory grows steadily: RSS +{fmt.size(grown)} over "
+            f"{fmt.seconds(span)}{per} (a leak?)", weight=0.6, amount=grown, unit="B",
+            evidence=f"{backend} pass {run_pass} rank {rank}: {len(samples)} RSS samples, "
+                     f"{fmt.size(fit.slope)}/s, r = {fit.rvalue:.2f}",
+            suggestion="tensors kept across steps (append loss.item(), not loss; detach() "
+                       "what is stored), growing lists or caches; `-b memory --memory-lines "
+                       "MODULE:FUNCTION` shows which lines allocate"))
+    return out
+
+
+def near_capacity(report: Report) -> list[Finding]:
+    """A peak above NEAR_CAPACITY of the host's memory or the device's."""
+    environment = report.meta.get("environment", {})
+    out = []
+    frame = report.frame
+    for metric, capacity_key, where in (("peak_rss", "memory_total", "the machine's memory"),
+                                        ("gpu_mem_peak", "gpu_memory_total",
+                                         "the device's memory")):
+        capacity = environment.get(capacity_key)
+        peaks = frame[(frame["metric"] == metric) & (frame["scope"] == "run")]
+        if not capacity or peaks.empty:
+            continue
+        peak = float(peaks["value"].max())
+        if peak >= NEAR_CAPACITY * capacity:
+            out.append(Finding(
+                "memory", f"peak memory near capacity: {fmt.size(peak)} of {where} "
+                f"({fmt.size(capacity)}, {fmt.share(peak / capacity)})", weight=0.8,
+                share=peak / capacity, amount=peak, unit="B",
+                evidence=f"{peaks.loc[peaks['value'].idxmax(), 'backend']} {metric}",
+                suggestion="a smaller batch, activation checkpointing, mixed precision, or "
+                           "freeing what the loop keeps"))
+    return out

@@ -1,0 +1,176 @@
+"""Where the time goes, a slow input, and warm-up."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from profile_all.report import format as fmt
+from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
+from profile_all.rows import UNATTRIBUTED, region_path
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: a share of step (or run) time above which data loading makes a training loop input-bound
+INPUT_BOUND = 0.2
+#: a region holding more than this of its parent is looked into (its children are named)
+HOLDS_ALL = 0.8
+#: regions, operators and functions below this share of the time are not named
+WORTH_NAMING = 0.1
+#: leading steps slower than this many times the steady median are warm-up
+WARM_UP_FACTOR = 2.0
+
+#: user regions that load data, by name
+_DATA_REGION = re.compile(r"(?:^|[_\W])(?:data|load|loader|loading|input|inputs|batch|"
+                          r"fetch|prefetch|dataloader)(?:$|[_\W])", re.IGNORECASE)
+#: torch.utils.data's own range around each batch, in a torch.profiler trace
+_DATALOADER_RANGE = "enumerate(DataLoader)#"
+#: the DataLoader iterator's `__next__`, as cProfile names it
+_DATALOADER_NEXT = re.compile(r"dataloader\.py:\d+\(__next__\)")
+
+
+def _input_sources(report: Report) -> list[tuple[float, str, str]]:
+    """(share of time in loading data, of what time, evidence) from every backend that
+    saw it."""
+    found = []
+    clock = timer(report)
+    if clock:
+        base, what = base_time(report, clock[0])
+        regions = totals(report, clock[0], "region")
+        loading = regions[regions["name"].str.contains(_DATA_REGION)
+                          & ~regions["parent"].str.contains(_DATA_REGION)]  # outermost only
+        if not loading.empty and base > 0:
+            names = ", ".join(region_path(p, n) for n, p in zip(loading["name"],
+                                                                loading["parent"], strict=True))
+            found.append((loading["value"].sum() / base, what,
+                          f"{clock[0]} regions {names}: {fmt.seconds(loading['value'].sum())} "
+                          f"of {fmt.seconds(base)} {what}"))
+    frame = report.frame
+    ranges = frame[(frame["scope"] == "region") & frame["name"].str.startswith(_DATALOADER_RANGE)
+                   & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
+    for backend, rows in ranges.groupby("backend"):
+        base, what = base_time(report, backend)
+        if base > 0:
+            loading = rows["value"].sum()
+            found.append((loading / base, what, f"{backend} ranges {_DATALOADER_RANGE}…: "
+                          f"{fmt.seconds(loading)} of {fmt.seconds(base)} {what}"))
+    functions = report.functions()
+    if not functions.empty:
+        nexts = functions[functions["name"].str.contains(_DATALOADER_NEXT)]
+        profiled = functions["self_time"].sum()
+        if not nexts.empty and profiled > 0:
+            loading = nexts["cumulative_time"].max()
+            found.append((loading / profiled, "profiled time",
+                          f"functions: DataLoader __next__ {fmt.seconds(loading)} cumulative "
+                          f"of {fmt.seconds(profiled)} profiled"))
+    return found
+
+
+def input_bound(report: Report) -> list[Finding]:
+    sources = _input_sources(report)
+    if not sources:
+        return []
+    share, what, _ = max(sources)
+    if share < INPUT_BOUND:
+        return []
+    return [Finding(
+        "input", f"input-bound: loading data takes {fmt.share(share)} of the {what}",
+        weight=0.5 + share / 2, share=share, evidence="; ".join(text for *_, text in sources),
+        suggestion="DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
+                   "prefetch_factor=2+); decode and augment in the workers or on the device; "
+                   "cache what is preprocessed")]
+
+
+def _where_in_regions(report: Report, backend: str) -> list[Finding]:
+    base, what = base_time(report, backend)
+    regions = totals(report, backend, "region")
+    if regions.empty or not base > 0:
+        return []
+    parent, level = "", regions[regions["parent"] == ""]
+    while len(level) and level["value"].max() >= HOLDS_ALL * base:
+        holder = level.loc[level["value"].idxmax()]
+        inner = regions[regions["parent"] == region_path(holder["parent"], holder["name"])]
+        if inner.empty:
+            break
+        parent, level = region_path(holder["parent"], holder["name"]), inner
+    out = []
+    for _, region in level.sort_values("value", ascending=False).head(3).iterrows():
+        share = region["value"] / base
+        if share < WORTH_NAMING or (share >= INPUT_BOUND and _DATA_REGION.search(region["name"])):
+            continue  # loading data that takes this much is the input finding's
+        path = region_path(region["parent"], region["name"])
+        inner = regions[regions["parent"] == path].sort_values("value", ascending=False)
+        inside = "" if inner.empty else (f"; inside, {inner['name'].iloc[0]} "
+                                         f"{fmt.share(inner['value'].iloc[0] / region['value'])}")
+        out.append(Finding(
+            "time", f"{path} takes {fmt.share(share)} of the {what}{inside}",
+            weight=share, share=share, amount=region["value"], unit="s",
+            evidence=f"{backend} region {path}: {fmt.seconds(region['value'])} of "
+                     f"{fmt.seconds(base)}" + (f" (inside {parent})" if parent else "")))
+    return out
+
+
+def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
+    """Without regions: the operators (or functions) with most self time, as a share of
+    their own pass's step time (else of all their self time)."""
+    frame = report.frame
+    rows = frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
+                 & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)]
+    out = []
+    for backend, own in rows.groupby("backend"):
+        self_times = own.groupby("name")["value"].median()
+        base, what = base_time(report, backend)
+        if not base > 0:
+            base, what = float(self_times.sum()), f"{kind}s' self time"
+        for name, seconds in self_times.sort_values(ascending=False).head(3).items():
+            share = seconds / base if base > 0 else 0.0
+            if share >= WORTH_NAMING:
+                out.append(Finding(
+                    "time", f"{kind} {name}: {fmt.share(share)} of the {what}"
+                    + ("" if "self" in what else ", in itself"),
+                    weight=share * 0.9, share=share, amount=seconds, unit="s",
+                    evidence=f"{backend} {kind}s: {fmt.seconds(seconds)} self of "
+                             f"{fmt.seconds(base)} {what}"))
+    return out
+
+
+def where_time_goes(report: Report) -> list[Finding]:
+    """The regions that hold most of a step (looking inside one that holds it all), else
+    the operators, else the functions, with most self time."""
+    clock = timer(report)
+    found = _where_in_regions(report, clock[0]) if clock else []
+    if not found:
+        found = _where_in_rows(report, "operator", "operator")
+    if not found:
+        found = _where_in_rows(report, "function", "function")
+    return found
+
+
+def warm_up(report: Report) -> list[Finding]:
+    """The first steps much slower than the steady ones (compilation, autotuning, caches)."""
+    clock = timer(report)
+    steps = step_samples(report, clock[0]) if clock else pd.Series(dtype="float64")
+    if len(steps) < 6:
+        return []
+    steady = float(steps.iloc[len(steps) // 2:].median())
+    slow = 0
+    while slow < len(steps) // 2 and steps.iloc[slow] > WARM_UP_FACTOR * steady:
+        slow += 1
+    if not slow:
+        return []
+    excess = float(steps.iloc[:slow].sum() - slow * steady)
+    share = excess / float(steps.sum())
+    if share < 0.05:
+        return []
+    first = "the first step" if slow == 1 else f"the first {slow} steps"
+    return [Finding(
+        "warm-up", f"warm-up: {first} took {fmt.seconds(float(steps.iloc[:slow].sum()))}, "
+        f"{steps.iloc[0] / steady:.0f}x a steady step ({fmt.seconds(steady)})",
+        weight=share * 0.5, share=share, amount=excess, unit="s",
+        evidence=f"{clock[0]} step times: {fmt.share(share)} of all step time is the "
+                 "warm-up's excess",
+        suggestion="expected with torch.compile, cudnn.benchmark and lazy init: per-step "
+                   "medians leave it out; profile more steps, or mark steps after it")]

@@ -1,0 +1,55 @@
+"""Whether the numbers can be trusted: the run's doubts and losses, and a straggler rank."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profile_all.report import format as fmt
+from profile_all.report.findings.finding import Finding
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+#: a rank this much slower than the median rank (share of the median) is a straggler
+STRAGGLER = 0.1
+#: the doubts that make measured numbers unsafe to compare, by their first words
+_SERIOUS = ("the clean timing pass", "passes did different work")
+
+
+def doubts(report: Report) -> list[Finding]:
+    """Every doubt the run recorded and every loss a backend reported, as findings: the
+    noisy clean pass and passes that did different work weigh more than the others."""
+    out = [Finding("trust", line, weight=0.35 if line.startswith(_SERIOUS) else 0.1,
+                   evidence="the run's checks (meta.json doubts)")
+           for line in report.meta.get("doubts", [])]
+    for summary in report.meta.get("passes", []):
+        for failure in summary.get("backend_failures", []):
+            if failure["phase"] == "lost":
+                out.append(Finding(
+                    "trust", f"backend {failure['backend']} lost data: {failure['error']}",
+                    weight=0.3, evidence=f"pass {summary['pass']} (partial)",
+                    suggestion="its totals miss what it lost; the other passes are whole"))
+    return out
+
+
+def straggler(report: Report) -> list[Finding]:
+    """The slowest rank of the run's (or steps') total time, when it lags the median."""
+    ranks = report.ranks()
+    if ranks.empty:
+        return []
+    timed = ranks[ranks["scope"].isin(["step", "run"])].sort_values("spread", ascending=False)
+    if timed.empty:
+        return []
+    worst = timed.iloc[0]
+    lag = (worst["max"] - worst["median"]) / worst["median"] if worst["median"] > 0 else 0.0
+    if lag < STRAGGLER:
+        return []
+    return [Finding(
+        "straggler", f"rank {worst['slowest_rank']} is a straggler: {fmt.share(lag)} slower "
+        f"than the median rank ({worst['scope']} {worst['name']})", weight=min(lag, 1.0) * 0.7,
+        share=lag, amount=worst["max"] - worst["median"], unit="s",
+        evidence=f"{worst['backend']} {worst['metric']} per rank: min "
+                 f"{fmt.seconds(worst['min'])}, median {fmt.seconds(worst['median'])}, max "
+                 f"{fmt.seconds(worst['max'])}",
+        suggestion="an uneven data shard, a slower node or GPU, or work only that rank does "
+                   "(logging, checkpoints on rank 0)")]
