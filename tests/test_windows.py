@@ -32,7 +32,7 @@ def test_profiled_passes_run_a_window_and_say_so(tmp_path):
     said = [line for line in report.meta["doubts"] if "ended the target after 10 steps" in line]
     assert said and "of the 30 the timing pass ran" in said[0]
     assert not any("did different work" in line for line in report.meta["doubts"])
-    assert "10 (window)" in (tmp_path / "r" / "summary.md").read_text()
+    assert "| 10 of 30 " in (tmp_path / "r" / "summary.md").read_text()
 
 
 def test_all_runs_every_pass_whole_and_max_steps_ends_every_pass(tmp_path):

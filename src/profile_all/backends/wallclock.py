@@ -14,8 +14,9 @@ with `cpu_time=True` (CLI `--region-cpu-time`): it takes the hooks and two syste
 region (0.7 µs each there), 2.5-4 µs a region. The run's CPU time is always measured.
 
 So that a process killed without warning (SIGKILL, the OOM killer) still leaves its
-measurements, new samples (and the region log's events) are appended to a journal in the pass's scratch folder at most
-every FLUSH_SECONDS, checked when a region closes or a step ends; `recover` reads it.
+measurements, new samples (and the region log's events) are appended to a journal in the
+pass's scratch folder at most every FLUSH_SECONDS, checked when a region closes or a step
+ends; `recover` reads it.
 A journal record is a JSON header line `[name, parent, count, has_cpu]` and then the raw
 doubles: `count` wall times, then `count` CPU times when has_cpu.
 """

@@ -72,8 +72,8 @@ def by_unit(value: Any, unit: str) -> str:
 
 
 def overhead(point: Any, low: Any, high: Any, verdict: Any) -> str:
-    """`1.32x (1.25-1.40)`; an interval holding 1 is `within noise`, and one below 1 is
-    never shown as a speed-up."""
+    """`1.32x (1.25-1.40)`; an interval holding 1 is `noise`, and one below 1 is never
+    shown as a speed-up (`noise, <1x`)."""
     if verdict == "reference":
         return "reference"
     if _missing(point):
@@ -84,5 +84,5 @@ def overhead(point: Any, low: Any, high: Any, verdict: Any) -> str:
     if verdict == "above noise":
         return f"{point:.2f}x ({interval})"
     if verdict == "within noise":
-        return f"within noise ({interval})"
-    return f"noise, not a speed-up ({point:.2f}x, {interval})"
+        return f"noise ({interval})"
+    return f"noise, <1x ({interval})"

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the median step "
                  "time where the target marks steps, else the whole run's, with a 95% interval "
                  "from per-step times or the timing pass's repeats (--repeat); an interval "
-                 "that holds 1 is within noise.")
+                 "that holds 1 is noise, and one below 1 is noise too, never a speed-up.")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class Section:
 
 
 SECTIONS = (
+    Section("findings", "Findings", tables.findings_table,
+            note="Most important first, from every backend's rows side by side; the "
+                 "evidence names them.", in_terminal=False),  # the terminal's headline
     Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE),
     Section("latency", "Model latency (warm-up excluded)", tables.latency_table),
     Section("batches", "Batch-size search", tables.batches_table),

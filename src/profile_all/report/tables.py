@@ -52,6 +52,12 @@ def summary_table(report: Report) -> pd.DataFrame:
     return shown if measured else pd.DataFrame()
 
 
+def findings_table(report: Report) -> pd.DataFrame:
+    found = report.findings()
+    return pd.DataFrame({"finding": found["finding"], "share": found["share"].map(fmt.share),
+                         "evidence": found["evidence"], "try": found["try"]})
+
+
 def ranks_table(report: Report) -> pd.DataFrame:
     """The cross-rank view: where the slowest rank was, and by how much."""
     ranks = report.ranks()
@@ -71,18 +77,22 @@ def ranks_table(report: Report) -> pd.DataFrame:
 
 
 def passes_table(report: Report) -> pd.DataFrame:
+    """A windowed pass's steps say of how many: `25 of 60` (the timing pass ran 60)."""
     passes = report.passes()
+    timed = passes.loc[~passes["window"].fillna(False).astype(bool), "steps"].dropna()
+    whole = timed.max() if not timed.empty else float("nan")
     return pd.DataFrame({
         "pass": passes["pass"].astype(str),
         "backends": passes["backends"],
         "status": passes["status"],
-        "exit code": passes["exit_code"].astype(str),
-        "steps": [fmt.count(steps) + (" (window)" if window and not pd.isna(window) else "")
+        "steps": [fmt.count(steps) + (f" of {fmt.count(whole)}" if window and not pd.isna(window)
+                                      and not pd.isna(whole) else "")
                   for steps, window in zip(passes["steps"], passes["window"], strict=True)],
         "target time": passes["target_wall_time"].map(fmt.seconds),
         "overhead": [fmt.overhead(*values) for values in zip(
             passes["overhead"], passes["overhead_low"], passes["overhead_high"],
             passes["overhead_verdict"], strict=True)],
+        "exit code": passes["exit_code"].astype(str),
         "error": passes["error"],
     })
 

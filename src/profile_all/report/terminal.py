@@ -1,7 +1,10 @@
-"""The report in a terminal, with Rich."""
+"""The report in a terminal, with Rich: the headline first (status, the top findings,
+where the time goes as bars), then compact tables that fit the console's width."""
 
 from __future__ import annotations
 
+import math
+import textwrap
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -9,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from profile_all.report import format as fmt
 from profile_all.report import sections, tables
 from profile_all.report.problems import problems
 
@@ -16,44 +20,107 @@ if TYPE_CHECKING:
     from profile_all.report.report import Report
 
 TOP = 10
-_NAME_COLUMNS = {"function", "operator", "kernel", "copy or fill", "CUDA API call"}
+#: findings in the headline
+HEADLINE = 3
+BAR = 20
+#: a name column is never cut below this
+NAME_MIN = 16
+
+
+def elide(text: str, width: int) -> str:
+    """`text` cut in the middle to `width` characters (both ends of a name say most)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[:(keep + 1) // 2] + "…" + text[len(text) - keep // 2:]
+
+
+def _figures(values: pd.Series) -> bool:
+    """Mostly figures (`1.2 ms`, `2.44x (1.66-3.00)`, `34,406,400 (measured)`): never cut."""
+    shown = values[values.str.strip() != ""]
+    return bool(len(shown)) and shown.str.contains(r"\d").mean() >= 0.5
+
+
+def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[str]]:
+    """Empty columns dropped, then the rightmost ones until the rest fit `width`, text
+    columns (names, errors) counted at NAME_MIN; what is left is shared by the text
+    columns, cut in the middle. Returns the frame and the names of the dropped columns."""
+    frame = frame.astype(str)
+    first = frame.columns[0]
+    frame = frame[[c for c in frame.columns if c == first or frame[c].str.strip().ne("").any()]]
+    if not width:
+        return frame, []
+    needed = {c: max([len(v) for v in frame[c]] + [len(w) for w in str(c).split()] + [1])
+              for c in frame.columns}
+    text = {c for c in frame.columns
+            if needed[c] > NAME_MIN and (c == first or not _figures(frame[c]))}
+
+    def total(columns: list) -> int:  # borders and padding: 3 a column, and 1
+        return sum(NAME_MIN if c in text else needed[c] for c in columns) + 3 * len(columns) + 1
+
+    columns, dropped = list(frame.columns), []
+    while len(columns) > 2 and total(columns) > width:
+        dropped.append(" ".join(str(columns.pop()).split()))
+    frame = frame[columns].copy()
+    long = [c for c in columns if c in text]
+    if long:
+        room = NAME_MIN + (width - total(columns)) // len(long)
+        for position, column in enumerate(long):  # a name: both ends; else its start
+            frame[column] = frame[column].map(
+                lambda v, name=position == 0: elide(v, room) if name else
+                v if len(v) <= room else v[:room - 1] + "…")
+    frame.columns = ["\n".join(textwrap.wrap(str(c), max(needed[c], 1),
+                                             break_long_words=False,
+                                             break_on_hyphens=False)) or str(c)
+                     for c in columns]
+    return frame, dropped
 
 
 def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
                width: int | None = None) -> Table:
-    """Figures never wrap or shrink; the long text columns (names, errors) share what is
-    left of `width` (the console's), names cut short with an ellipsis."""
-    caption = f"{left_out:,} more rows not shown (--top N to see more)" if left_out else None
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-    short = {column: _short_values(frame[column]) for column in frame.columns}
-    widths = {column: max([len(str(v)) for v in frame[column]]
-                          + [len(word) for word in str(column).split()])
-              for column in frame.columns if short[column]}
-    long = [column for column in frame.columns if not short[column]]
-    room = None
-    if width and long:  # borders and padding: 3 a column, and 1
-        room = max(12, (width - sum(widths.values()) - 3 * len(frame.columns) - 1) // len(long))
-    for position, column in enumerate(frame.columns):
-        if short[column]:
-            table.add_column(str(column), no_wrap=True, min_width=widths[column])
-        elif position == 0 and str(column) in _NAME_COLUMNS:  # kernel names run to pages
-            table.add_column(str(column), overflow="ellipsis", no_wrap=True,
-                             max_width=min(90, room or 90))
-        else:
-            table.add_column(str(column), overflow="fold", max_width=room)
+    """Figures never wrap or shrink: columns that do not fit `width` (the console's) are
+    left out and named in the caption; the name column is cut in the middle."""
+    frame, dropped = _fitted(frame, width)
+    notes = [f"{left_out:,} more rows not shown (--top N to see more)"] if left_out else []
+    if dropped:
+        notes.append(f"left out to fit {width} columns: {', '.join(dropped)} (summary.md, "
+                     "report.html or a wider terminal have them)")
+    table = Table(title=title, title_justify="left", caption="\n".join(notes) or None,
+                  caption_justify="left")
+    for column in frame.columns:
+        table.add_column(str(column), no_wrap=True)
     for values in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in values))
+        table.add_row(*values)
     return table
 
 
-def _short_values(values: pd.Series) -> bool:
-    """A column of figures (`1.2 ms`, `1,024`, `+3.1%`): kept on one line."""
-    return bool(values.map(lambda v: len(str(v)) <= 16).all())
+def headline(report: Report, console: Console) -> None:
+    """Status and passes, then the top findings with a bar for their share and what to try."""
+    meta = report.meta
+    passes = meta.get("passes", [])
+    console.print(Text(f"profile-all: {meta.get('status')}, exit code {meta.get('exit_code')}"
+                       f", {len(passes)} pass{'es' if len(passes) != 1 else ''}", style="bold"))
+    found = report.findings()
+    for number, one in enumerate(found.head(HEADLINE).to_dict("records"), start=1):
+        share = one["share"]
+        bar = "█" * round(share * BAR) + "░" * (BAR - round(share * BAR)) \
+            if not math.isnan(share) and 0 <= share <= 1 else ""
+        head = f"{number}. {bar} {fmt.share(share)}  " if bar else f"{number}. "
+        console.print(Text(head + one["finding"], style="bold" if number == 1 else ""))
+        if one["evidence"]:
+            console.print(Text(f"   evidence: {one['evidence']}", style="dim"))
+        if one["try"]:
+            console.print(Text(f"   try: {one['try']}"))
+    more = len(found) - HEADLINE
+    if more > 0:
+        console.print(Text(f"   {more} more finding(s) in summary.md and report.html",
+                           style="dim"))
 
 
 def render(report: Report, console: Console, top: int = TOP) -> None:
-    """Every section of the report; long tables cut to `top` rows, with a count of the rest;
-    then the problems, the run directory and how to open its native files."""
+    """The headline, every section (long tables cut to `top` rows, with a count of the
+    rest), then the problems, the run directory and how to open its native files."""
+    headline(report, console)
     for section, table, left_out in sections.shown(report, top, terminal=True):
         console.print(rich_table(section.title, table, left_out, width=console.width))
     for line in problems(report):
