@@ -79,7 +79,7 @@ def ranks_table(report: Report) -> pd.DataFrame:
 def passes_table(report: Report) -> pd.DataFrame:
     """A windowed pass's steps say of how many: `25 of 60` (the timing pass ran 60)."""
     passes = report.passes()
-    timed = passes.loc[~passes["window"].fillna(False).astype(bool), "steps"].dropna()
+    timed = passes.loc[passes["window"].isna(), "steps"].dropna()
     whole = timed.max() if not timed.empty else float("nan")
     return pd.DataFrame({
         "pass": passes["pass"].astype(str),

@@ -30,7 +30,7 @@ NEAR_CAPACITY = 0.85
 def _steady_rise(values: pd.Series) -> bool:
     """Each third's median above the one before by at least a quarter of the whole rise:
     a leak grows all along; start-up allocations rise once and level off."""
-    thirds = [float(part.median()) for part in np.array_split(values.to_numpy(), 3)]
+    thirds = [float(np.median(part)) for part in np.array_split(values.to_numpy(), 3)]
     rise = thirds[2] - thirds[0]
     return rise > 0 and min(thirds[1] - thirds[0], thirds[2] - thirds[1]) >= rise / 4
 

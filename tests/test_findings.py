@@ -1,0 +1,185 @@
+"""Every finding rule on a report built to trigger it and on one that must not: reports
+made of hand-written rows (fast, the rule's arithmetic checked by hand), and one real
+plain training loop with a slow input, whose slow input must be named first."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+import profile_all as pa
+from conftest import TARGETS
+from profile_all.report.report import Report
+from profile_all.report.terminal import render
+from profile_all.rows import Facts
+
+TIMER = {"my.timer": Facts(region_timer="wall_time").to_dict()}
+
+
+def _report(rows, meta=None, samples=None, timeline=None):
+    meta = {"status": "complete", "exit_code": 0, "backend_facts": TIMER, **(meta or {})}
+    return Report.from_rows(rows, meta, samples=samples, timeline=timeline)
+
+
+def _t(scope, name, value, metric="wall_time", parent="", stat="total", backend="my.timer",
+       rank=0, unit="s"):
+    return [backend, 1, rank, scope, name, parent, metric, stat, value, unit]
+
+
+def _rules(report, rule):
+    found = report.findings()
+    return found[found["rule"] == rule]
+
+
+STEPS = [_t("step", "step", 10.0), _t("step", "step", 100, metric="calls", unit="count")]
+
+
+def test_input_bound_by_a_data_region_and_not_when_loading_is_light():
+    slow = _report(STEPS + [_t("region", "load_batch", 4.0), _t("region", "forward", 5.0)])
+    found = _rules(slow, "input")
+    assert len(found) == 1 and found["share"].iloc[0] == pytest.approx(0.4)
+    assert slow.findings()["rule"].iloc[0] == "input"  # named first
+    assert "num_workers" in found["try"].iloc[0]
+    light = _report(STEPS + [_t("region", "load_batch", 0.5), _t("region", "forward", 9.0)])
+    assert _rules(light, "input").empty
+
+
+def test_where_the_time_goes_looks_inside_a_region_that_holds_the_step():
+    report = _report(STEPS + [_t("region", "train_step", 9.9),
+                              _t("region", "backward", 6.0, parent="train_step"),
+                              _t("region", "attention", 4.5, parent="train_step/backward"),
+                              _t("region", "forward", 3.0, parent="train_step"),
+                              _t("region", "zero_grad", 0.5, parent="train_step")])
+    found = _rules(report, "time")
+    assert list(found["finding"].str.split().str[0]) == ["train_step/backward",
+                                                          "train_step/forward"]
+    assert list(found["share"]) == pytest.approx([0.6, 0.3])  # zero_grad's 5%: not named
+    assert "inside, attention 75.0%" in found["finding"].iloc[0]
+    spread = _report(STEPS + [_t("region", f"r{i}", 0.5) for i in range(20)])
+    assert _rules(spread, "time").empty
+
+
+def test_warm_up_is_the_first_steps_far_above_the_steady_ones():
+    def with_steps(values):
+        samples = [["my.timer", 1, 0, "step", "step", "", "wall_time", values]]
+        return _report(STEPS, samples=samples)
+
+    slow_start = with_steps([0.5, 0.3, *[0.01] * 30])
+    found = _rules(slow_start, "warm-up")
+    assert len(found) == 1 and "first 2 steps took 800 ms, 50x" in found["finding"].iloc[0]
+    assert found["amount"].iloc[0] == pytest.approx(0.8 - 2 * 0.01)
+    assert _rules(with_steps([0.012, *[0.01] * 30]), "warm-up").empty
+
+
+def _rss(times, values):
+    return [["memory", 5, 0, "rss", "process", t, t, v, "B"] for t, v in zip(times, values)]
+
+
+def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
+    times = np.linspace(0, 3, 60)
+    leak = _report([], timeline=_rss(times, 200e6 + 40e6 * times))
+    found = _rules(leak, "memory")
+    assert len(found) == 1 and "RSS +" in found["finding"].iloc[0]
+    assert found["amount"].iloc[0] == pytest.approx(40e6 * (times[-1] - times[15]), rel=0.01)
+    rise_then_flat = 200e6 + 120e6 * np.minimum(times, 1.2)
+    assert _rules(_report([], timeline=_rss(times, rise_then_flat)), "memory").empty
+
+
+def test_a_peak_near_the_machines_memory():
+    near = _report([_t("run", "run", 9e9, metric="peak_rss", stat="max", backend="memory",
+                       unit="B")], meta={"environment": {"memory_total": 10e9}})
+    assert "near capacity" in _rules(near, "memory")["finding"].iloc[0]
+    far = _report([_t("run", "run", 3e9, metric="peak_rss", stat="max", backend="memory",
+                      unit="B")], meta={"environment": {"memory_total": 10e9}})
+    assert _rules(far, "memory").empty
+
+
+def _trace(busy, extra=()):
+    return [_t("run", "trace", 1.0, backend="tracer"),
+            _t("run", "trace", busy, metric="gpu_time", backend="tracer"),
+            _t("kernel", "gemm", busy, metric="gpu_time", backend="tracer"),
+            _t("kernel", "gemm", 50_000, metric="calls", backend="tracer", unit="count"),
+            *extra]
+
+
+def test_an_idle_device_and_a_busy_one():
+    found = _rules(_report(_trace(0.2)), "device")
+    assert len(found) == 1 and found["share"].iloc[0] == pytest.approx(0.8)
+    assert "launch-bound" in found["finding"].iloc[0]  # 4 µs kernels
+    assert "CUDA graphs" in found["try"].iloc[0]
+    assert _rules(_report(_trace(0.9)), "device").empty
+
+
+def test_host_device_syncs_and_none():
+    syncing = _trace(0.9, [_t("api", "cudaDeviceSynchronize", 0.2, backend="tracer"),
+                           _t("api", "cudaDeviceSynchronize", 40, metric="calls",
+                              backend="tracer", unit="count")])
+    found = _rules(_report(syncing), "device")
+    assert len(found) == 1 and "200 ms waiting in 40 synchronize calls" in \
+        found["finding"].iloc[0]
+    assert _rules(_report(_trace(0.9)), "device").empty
+
+
+def test_communication_per_rank():
+    def kernels(nccl):
+        return [_t("kernel", "ncclKernel_AllReduce", nccl, metric="gpu_time", rank=1,
+                   backend="tracer"),
+                _t("kernel", "gemm", 1.0, metric="gpu_time", rank=1, backend="tracer")]
+
+    found = _rules(_report(kernels(0.5)), "communication")
+    assert len(found) == 1 and found["finding"].iloc[0].startswith("rank 1: communication "
+                                                                    "holds 33.3%")
+    assert _rules(_report(kernels(0.01)), "communication").empty
+
+
+def test_efficiency_against_a_given_peak_and_silence_without_one():
+    rows = [["derived", 0, 0, "model", "forward", "", "achieved_flops", "value", 10e12,
+             "FLOP/s"]]
+    low = _report(rows, meta={"model": {"peak_flops": 100e12}})
+    found = _rules(low, "efficiency")
+    assert found["share"].iloc[0] == pytest.approx(0.1) and "peak" in found["finding"].iloc[0]
+    on_h100 = _report(rows, meta={"target": {"dtype": "bfloat16", "device": "cuda"},
+                                  "environment": {"gpus": ["NVIDIA H100 80GB HBM3"]}})
+    assert _rules(on_h100, "efficiency")["share"].iloc[0] == pytest.approx(10e12 / 989.4e12)
+    assert _rules(_report(rows), "efficiency").empty  # a CPU: no peak known
+
+
+def test_doubts_losses_and_a_straggler():
+    meta = {"doubts": ["passes did different work (steps per pass: pass 1: 10, pass 2: 15)"],
+            "passes": [{"pass": 2, "backend_failures": [
+                {"backend": "memory", "phase": "lost", "error": "samples dropped"}]}]}
+    found = _rules(_report([], meta=meta), "trust")
+    assert list(found["finding"]) == [meta["doubts"][0], "backend memory lost data: "
+                                      "samples dropped"]
+    assert _rules(_report([]), "trust").empty
+    ranks = [_t("run", "run", seconds, rank=rank) for rank, seconds in enumerate([1, 1, 1.5])]
+    lagging = _rules(_report(ranks), "straggler")
+    assert "rank 2 is a straggler: 50.0% slower" in lagging["finding"].iloc[0]
+    even = [_t("run", "run", 1.0, rank=rank) for rank in range(3)]
+    assert _rules(_report(even), "straggler").empty
+
+
+@pytest.fixture(scope="module")
+def slow_input(tmp_path_factory):
+    out = tmp_path_factory.mktemp("slow") / "run"
+    return pa.run(TARGETS / "slow_input.py", backends=["wallclock", "cprofile",
+                                                       "torch-profiler"], out=out)
+
+
+def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
+    found = slow_input.findings()
+    assert found["rule"].iloc[0] == "input"
+    assert found["share"].iloc[0] > 0.5  # 12 ms of sleep a step against ~1 ms of compute
+    assert "enumerate(DataLoader)" in found["evidence"].iloc[0]
+    assert "DataLoader __next__" in found["evidence"].iloc[0]
+    assert slow_input.meta["passes"][0]["step_source"] == "optimizer.step()"
+    console = Console(file=io.StringIO(), width=80)
+    render(slow_input, console)
+    shown = console.file.getvalue()
+    assert shown.splitlines()[1].startswith("1. ") and "input-bound" in shown.splitlines()[1]
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    summary = (slow_input.run_dir / "summary.md").read_text()
+    assert summary.index("## Findings") < summary.index("## Passes")
