@@ -38,21 +38,17 @@ STEPS = [_t("step", "step", 10.0), _t("step", "step", 100, metric="calls", unit=
 
 
 def test_input_bound_by_a_data_region_and_not_when_loading_is_light():
-    slow = _report(STEPS + [_t("region", "load_batch", 4.0), _t("region", "forward", 5.0)])
+    slow = _report([*STEPS, _t("region", "load_batch", 4.0), _t("region", "forward", 5.0)])
     found = _rules(slow, "input")
     assert len(found) == 1 and found["share"].iloc[0] == pytest.approx(0.4)
     assert slow.findings()["rule"].iloc[0] == "input"  # named first
     assert "num_workers" in found["try"].iloc[0]
-    light = _report(STEPS + [_t("region", "load_batch", 0.5), _t("region", "forward", 9.0)])
+    light = _report([*STEPS, _t("region", "load_batch", 0.5), _t("region", "forward", 9.0)])
     assert _rules(light, "input").empty
 
 
 def test_where_the_time_goes_looks_inside_a_region_that_holds_the_step():
-    report = _report(STEPS + [_t("region", "train_step", 9.9),
-                              _t("region", "backward", 6.0, parent="train_step"),
-                              _t("region", "attention", 4.5, parent="train_step/backward"),
-                              _t("region", "forward", 3.0, parent="train_step"),
-                              _t("region", "zero_grad", 0.5, parent="train_step")])
+    report = _report([*STEPS, _t("region", "train_step", 9.9), _t("region", "backward", 6.0, parent="train_step"), _t("region", "attention", 4.5, parent="train_step/backward"), _t("region", "forward", 3.0, parent="train_step"), _t("region", "zero_grad", 0.5, parent="train_step")])
     found = _rules(report, "time")
     assert list(found["finding"].str.split().str[0]) == ["train_step/backward",
                                                           "train_step/forward"]
@@ -75,7 +71,7 @@ def test_warm_up_is_the_first_steps_far_above_the_steady_ones():
 
 
 def _rss(times, values):
-    return [["memory", 5, 0, "rss", "process", t, t, v, "B"] for t, v in zip(times, values)]
+    return [["memory", 5, 0, "rss", "process", t, t, v, "B"] for t, v in zip(times, values, strict=False)]
 
 
 def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
