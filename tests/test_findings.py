@@ -48,7 +48,11 @@ def test_input_bound_by_a_data_region_and_not_when_loading_is_light():
 
 
 def test_where_the_time_goes_looks_inside_a_region_that_holds_the_step():
-    report = _report([*STEPS, _t("region", "train_step", 9.9), _t("region", "backward", 6.0, parent="train_step"), _t("region", "attention", 4.5, parent="train_step/backward"), _t("region", "forward", 3.0, parent="train_step"), _t("region", "zero_grad", 0.5, parent="train_step")])
+    report = _report([*STEPS, _t("region", "train_step", 9.9),
+                      _t("region", "backward", 6.0, parent="train_step"),
+                      _t("region", "attention", 4.5, parent="train_step/backward"),
+                      _t("region", "forward", 3.0, parent="train_step"),
+                      _t("region", "zero_grad", 0.5, parent="train_step")])
     found = _rules(report, "time")
     assert list(found["finding"].str.split().str[0]) == ["train_step/backward",
                                                           "train_step/forward"]
@@ -71,7 +75,8 @@ def test_warm_up_is_the_first_steps_far_above_the_steady_ones():
 
 
 def _rss(times, values):
-    return [["memory", 5, 0, "rss", "process", t, t, v, "B"] for t, v in zip(times, values, strict=False)]
+    return [["memory", 5, 0, "rss", "process", t, t, v, "B"]
+            for t, v in zip(times, values, strict=True)]
 
 
 def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
