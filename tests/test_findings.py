@@ -173,7 +173,9 @@ def slow_input(tmp_path_factory):
 def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     found = slow_input.findings()
     assert found["rule"].iloc[0] == "input"
-    assert found["share"].iloc[0] > 0.5  # 12 ms of sleep a step against ~1 ms of compute
+    # 12 ms of sleep a step against ~1.5 ms of compute on a quiet machine (87% here); a
+    # loaded one slows the compute, not the sleep (31% seen under a parallel test run)
+    assert found["share"].iloc[0] > 0.2, found.iloc[0].to_dict()
     assert "enumerate(DataLoader)" in found["evidence"].iloc[0]
     assert "DataLoader __next__" in found["evidence"].iloc[0]
     assert slow_input.meta["passes"][0]["step_source"] == "optimizer.step()"
