@@ -144,6 +144,11 @@ class Backend:
     def step(self) -> None:
         """An iteration ended (`pa.step()`); heard by backends that define `enter`."""
 
+    def steps_found(self, marks: Sequence[float]) -> None:
+        """The `perf_counter()` end of each step the pass found but this backend did not
+        hear (optimizer steps or outermost module calls, in the pass that learns that
+        they mark the steps only once the target ended); called before `stop`."""
+
     def collect(self, ctx: PassContext) -> Collected:
         """Rows (see rows.row) and native files; runs even when the target failed."""
         return Collected()

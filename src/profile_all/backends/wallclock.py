@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from time import perf_counter, process_time
 from typing import Any, ClassVar
@@ -108,6 +109,20 @@ class WallClock(Backend):
         self._step_start = (wall, 0.0)
         if wall - self._flushed_at > FLUSH_SECONDS:
             self._flush(wall)
+
+    def steps_found(self, marks: Sequence[float]) -> None:
+        """Timed as `step()` would have timed them: from one end to the next, the first
+        from the first region (when there was one)."""
+        if STEP in self._samples:
+            return
+        start = self._step_start[0] if self._step_start else self._log.first_enter
+        walls = array("d")
+        for mark in marks:
+            if start is not None:
+                walls.append(mark - start)
+            start = mark
+        if walls:
+            self._samples[STEP] = (walls, array("d"))
 
     def _flush(self, now: float) -> None:
         self._flushed_at = now

@@ -152,7 +152,7 @@ class PassRun:
                 self._guard(name, "start", error)
                 continue
             self.started.append(backend)
-        hearing = listen_to(self.started, self.ctx, [self.clock])
+        hearing = self.hearing = listen_to(self.started, self.ctx, [self.clock])
         self.clock.found = lambda: [backend.step() for backend in hearing]
         if self.spec.step_source != "pa.step()":
             self.clock.found_source = self.spec.step_source
@@ -168,6 +168,9 @@ class PassRun:
         regions.close_open()
         regions.listen(())
         self.clock.stop()
+        unheard = self.clock.unheard()
+        for backend in self.hearing if len(unheard) else ():
+            backend.steps_found(unheard)
         # before backends stop: their own helper processes are not the target's
         self._children_during = _children_cpu() - self._children_at_start
         for backend in reversed(self.started):

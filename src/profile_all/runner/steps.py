@@ -103,17 +103,27 @@ class StepClock:
             hook.remove()
         self._module_hooks = []
 
+    def _steps(self) -> tuple[array, str]:
+        """(each step's end, what marked them), by the order of precedence."""
+        if self.marks:
+            return self.marks, "pa.step()"
+        if self.optimizer_marks:
+            return self.optimizer_marks, "optimizer.step()"
+        if self.module_marks:
+            return self.module_marks, "outermost module call"
+        return array("d"), ""
+
+    def unheard(self) -> array:
+        """The ends of the steps found that the backends did not hear as they came: in the
+        pass that learns what marks the steps (the timing pass), found ones are known only
+        once the target ended."""
+        marks, source = self._steps()
+        return marks if source not in ("pa.step()", self.found_source) else array("d")
+
     def facts(self) -> dict[str, Any]:
         """Steps seen, what marked them, the time of each step after the first (the first
         has no start), and the window the pass was ended at (None: it ran whole)."""
-        if self.marks:
-            marks, source = self.marks, "pa.step()"
-        elif self.optimizer_marks:
-            marks, source = self.optimizer_marks, "optimizer.step()"
-        elif self.module_marks:
-            marks, source = self.module_marks, "outermost module call"
-        else:
-            marks, source = array("d"), ""
+        marks, source = self._steps()
         durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]
         return {"steps": len(marks), "step_source": source,
                 "step_times": kept_samples(durations),
