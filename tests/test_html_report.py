@@ -3,6 +3,7 @@ other ways to show a run (`show --format`, `--html`, Jupyter's `_repr_html_`).""
 
 from __future__ import annotations
 
+import html as html_module
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all.report import format as fmt
 from profile_all.report import html
 
 HOSTILE = "<script>alert(1)</script>"
@@ -39,8 +41,9 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert page.startswith("<!DOCTYPE html>")
     for section in ("summary", "plots", "passes", "functions", "native", "environment"):
         assert f'<section id="{section}">' in page
-    # the only script elements are ours: plotly.js, the charts' data, the call that draws
-    assert len(re.findall(r"<script", page, re.I)) == 3
+    # the only script elements are ours: plotly.js, the charts' data, the call that draws,
+    # the tables' sorting and filtering
+    assert len(re.findall(r"<script", page, re.I)) == 4
     assert page.count(HOSTILE) == 0  # the hostile region is text in tables, data in charts
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "$x$ &amp; &lt;b&gt;" in page
@@ -86,6 +89,52 @@ setTimeout(function () {
     title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
     assert title is not None, done.stderr[-2000:]
     assert title.group(1) == f"CHARTS {count}", title.group(1)  # drawn, each an SVG
+
+
+def _in_chromium(page: str, probe_js: str, tmp_path) -> str:
+    """The page's title after `probe_js` ran in headless Chromium (it sets the title)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", f"""<script>
+window.onerror = function (message) {{ document.title = "ERROR " + message; }};
+{probe_js}
+</script></body>"""))
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--virtual-time-budget=3000", "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
+    assert title is not None, done.stderr[-2000:]
+    return html_module.unescape(title.group(1))
+
+
+def test_tables_hold_every_row_and_sort_and_filter_in_a_browser(run_dir, tmp_path):
+    functions = pa.load(run_dir).functions()
+    page = (run_dir / "report.html").read_text()
+    # the sorted column's first cell, as displayed (names can tie at 3 digits)
+    heaviest = fmt.seconds(functions["cumulative_time"].max())
+    lightest = fmt.seconds(functions["cumulative_time"].min())
+    sleeping = int(functions["name"].str.lower().str.contains("sleep").sum())
+    title = _in_chromium(page, """
+var table = document.querySelector('#functions table');
+var rows = table.tBodies[0].rows.length;
+var header = Array.prototype.filter.call(table.querySelectorAll('th'),
+  function (th) { return th.textContent === 'cumulative'; })[0];
+header.click();
+var column = Array.prototype.indexOf.call(header.parentNode.children, header);
+var first = table.tBodies[0].rows[0].cells[column].textContent;
+header.click();
+var last = table.tBodies[0].rows[0].cells[column].textContent;
+var filter = document.querySelector('#functions input.filter');
+filter.value = 'SLEEP';
+filter.dispatchEvent(new Event('input'));
+var shown = Array.prototype.filter.call(table.tBodies[0].rows,
+  function (row) { return !row.hidden; }).length;
+if (document.title.indexOf('ERROR') !== 0) {
+  document.title = JSON.stringify([rows, first, last, shown]);
+}""", tmp_path)
+    assert json.loads(title) == [len(functions), heaviest, lightest, sleeping], title
 
 
 def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):

@@ -23,6 +23,7 @@ from profile_all.report.problems import problems
 if TYPE_CHECKING:
     from profile_all.report.report import Report
 
+#: rows of a long table in a notebook cell (the page itself has every row)
 TOP = 25
 
 _CSS = """
@@ -35,7 +36,9 @@ h2 { font-size: 1.15em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em;
 table { border-collapse: collapse; font-size: 12.5px; margin: .5em 0; }
 th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left;
          vertical-align: top; white-space: pre-wrap; }
-th { background: #f6f8fa; }
+th { background: #f6f8fa; cursor: pointer; }
+th[aria-sort=descending]::after { content: " ▼"; } th[aria-sort=ascending]::after { content: " ▲"; }
+input.filter { margin: .3em 0; padding: 2px 6px; width: 18em; }
 td { max-width: 42em; overflow-wrap: anywhere; }
 .chart { width: 100%; min-height: 200px; }
 .status-ok { color: #1a7f37; } .status-bad { color: #cf222e; }
@@ -49,7 +52,54 @@ def _text(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+#: sorts a table by a header's column (a click; again: the other way) and filters its rows
+#: by the text typed above it; figures sort by value (`1.2 ms` < `3 s`, `2 KiB` < `1 MiB`)
+_TABLE_JS = """
+(function () {
+  var scale = {ns: 1e-9, 'µs': 1e-6, ms: 1e-3, s: 1, B: 1, KiB: 1024, MiB: 1048576,
+               GiB: 1073741824, '%': 0.01, x: 1};
+  function key(text) {
+    var m = /^\\s*([+-]?[\\d,]*\\.?\\d+(?:e[+-]?\\d+)?)\\s*(ns|µs|ms|s|B|KiB|MiB|GiB|%|x)?\\b/
+      .exec(text);
+    if (!m) { return [1, text.toLowerCase()]; }
+    return [0, parseFloat(m[1].replace(/,/g, '')) * (scale[m[2]] || 1)];
+  }
+  function compare(a, b) {
+    if (a[0] !== b[0]) { return a[0] - b[0]; }
+    return a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0;
+  }
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    var body = table.tBodies[0];
+    table.querySelectorAll('thead th').forEach(function (th, column) {
+      th.addEventListener('click', function () {
+        var down = th.getAttribute('aria-sort') !== 'descending';
+        var rows = Array.prototype.slice.call(body.rows).map(function (row) {
+          return [key(row.cells[column].textContent), row];
+        });
+        rows.sort(function (a, b) { return compare(a[0], b[0]) * (down ? -1 : 1); });
+        var sorted = document.createDocumentFragment();
+        rows.forEach(function (pair) { sorted.appendChild(pair[1]); });
+        body.appendChild(sorted);
+        table.querySelectorAll('thead th').forEach(function (other) {
+          other.removeAttribute('aria-sort');
+        });
+        th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
+      });
+    });
+    var filter = table.parentNode.previousElementSibling;
+    filter.addEventListener('input', function () {
+      var wanted = filter.value.toLowerCase();
+      Array.prototype.forEach.call(body.rows, function (row) {
+        row.hidden = wanted !== '' && row.textContent.toLowerCase().indexOf(wanted) < 0;
+      });
+    });
+  });
+})();
+"""
+
+
 def _table(frame: pd.DataFrame, total: int | None = None) -> str:
+    """Every row, sortable by any column and filtered by the box above it."""
     if frame.empty:
         return ""
     shown = frame.copy()
@@ -57,8 +107,11 @@ def _table(frame: pd.DataFrame, total: int | None = None) -> str:
     note = ""
     if total is not None and total > len(shown):
         note = f"<p>Top {len(shown)} of {total} rows.</p>"
-    return ('<div class="scroll">' + shown.to_html(index=False, escape=True, border=0,
-                                                  na_rep="") + "</div>" + note)
+    table = shown.to_html(index=False, escape=True, border=0, na_rep="",
+                          classes="sortable")
+    return (f'<input class="filter" type="search" placeholder="filter these {len(shown):,} '
+            f'rows" aria-label="filter rows">'
+            f'<div class="scroll">{table}</div>{note}')
 
 
 def plotly_js() -> str | None:
@@ -96,9 +149,10 @@ def _section(anchor: str, title: str, body: str) -> str:
 
 
 def body(report: Report, with_charts: bool = False,
-         shown: list[sections.Shown] | None = None) -> str:
-    """The page's content, without <html> and <head>; the charts with plotly.js inlined
-    `with_charts` (Report._repr_html_ shows the rest: no 5 MB of script a notebook cell)."""
+         shown: list[sections.Shown] | None = None, top: int | None = None) -> str:
+    """The page's content, without <html> and <head>: every row of every table (`top`:
+    the first rows of the long ones); the charts with plotly.js inlined `with_charts`
+    (Report._repr_html_ shows the rest: no 5 MB of script in a notebook cell)."""
     meta = report.meta
     target = meta.get("target", {})
     status = meta.get("status", "?")
@@ -114,10 +168,11 @@ def body(report: Report, with_charts: bool = False,
     if with_charts:
         parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
     for section, table, left_out in shown if shown is not None else sections.shown(report,
-                                                                                   TOP):
+                                                                                   top):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
         parts.append(_section(section.anchor, section.title,
                               note + _table(table, len(table) + left_out)))
+    parts.append(f"<script>{_TABLE_JS}</script>")
     return "\n".join(part for part in parts if part)
 
 

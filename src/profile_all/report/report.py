@@ -280,7 +280,7 @@ class Report:
         """The HTML report's content, so that a Report displays itself in Jupyter."""
         from profile_all.report import html
 
-        return html.body(self)
+        return html.body(self, top=html.TOP)
 
     def __repr__(self) -> str:
         where = f" at {self.run_dir}" if self.run_dir else ""

@@ -79,3 +79,9 @@ def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown
             continue
         out.append((section, *tables.cut(table, top if section.long else None)))
     return out
+
+
+def cut(whole: list[Shown], top: int | None) -> list[Shown]:
+    """`whole` (every row: `shown(report, None)`) with its long tables cut to `top` rows."""
+    return [(section, *tables.cut(table, top if section.long else None))
+            for section, table, _left_out in whole]

@@ -30,9 +30,10 @@ def save(report: Report, run_dir: Path) -> None:
         report.timeline.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "report.csv") as tmp:
         report.frame.to_csv(tmp, index=False)
-    tables = sections.shown(report, markdown.TOP)  # the same cut for both pages: made once
-    write_atomic(run_dir / "summary.md", markdown.render(report, shown=tables))
-    write_atomic(run_dir / "report.html", html.render(report, shown=tables))
+    whole = sections.shown(report, None)  # the tables, made once for both pages
+    write_atomic(run_dir / "summary.md", markdown.render(report, shown=sections.cut(
+        whole, markdown.TOP)))
+    write_atomic(run_dir / "report.html", html.render(report, shown=whole))
     write_atomic(run_dir / "meta.json", json.dumps(report.meta, indent=2, default=str))
 
 
