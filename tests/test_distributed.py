@@ -13,6 +13,7 @@ import pytest
 
 import profile_all as pa
 from conftest import EXAMPLES, TARGETS, free_port, profile_all
+from profile_all.view import profile_file
 
 DDP = EXAMPLES / "ddp_train.py"
 
@@ -44,6 +45,10 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     assert report.meta["preimported"] == ["torch"]  # not torch._dynamo: see the README
     assert "## Across ranks" in (out / "summary.md").read_text()
     assert '<section id="ranks">' in (out / "report.html").read_text()
+    assert profile_file(out, 1).name == "cprofile.rank1.prof"  # `view --rank 1` serves it
+    wrong = profile_all("view", out, "--rank", "2", "--no-browser")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().endswith("has no cProfile file of rank 2: its ranks are 0, 1")
 
 
 def test_a_failing_rank_is_named_and_the_other_passes_run(tmp_path):

@@ -2,14 +2,17 @@
 
 The target's own stdout and stderr pass through; what profile-all says (progress, the
 summary, paths) goes to stderr, so `profile-all run train.py > out.txt` keeps the script's
-output clean. Bad input is one line on stderr and exit code 2.
+output clean; with `--json` stdout holds the JSON alone (the script's output goes to
+stderr). Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +24,7 @@ from profile_all import backends as backend_registry
 from profile_all import cli_files
 from profile_all.errors import UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Profile PyTorch scripts with every profiler, merged into one report.")
 err_console = Console(stderr=True)
 
@@ -55,6 +58,39 @@ def _one_line_errors(command: Callable) -> Callable:
     return guarded
 
 
+@contextlib.contextmanager
+def _stdout_kept_for_json(as_json: bool) -> Iterator[None]:
+    """With --json, stdout is the JSON's alone: the target's own output (and its passes',
+    which inherit the descriptor) goes to stderr meanwhile."""
+    if not as_json:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _finish(report: Any, as_json: bool, quiet: bool) -> None:
+    """The report on stderr (the headline and tables; one line when quiet), the JSON on
+    stdout when asked; exit with the run's exit code."""
+    from profile_all.report import formats, terminal
+
+    if quiet:
+        print(f"profile-all: {report.meta.get('status')}, exit code {report.exit_code}: "
+              f"{report.run_dir}", file=sys.stderr)
+    else:
+        terminal.render(report, err_console)
+    if as_json:
+        sys.stdout.write(formats.findings_json(report) + "\n")
+    raise typer.Exit(report.exit_code)
+
+
 @app.command()
 @_one_line_errors
 def run(
@@ -66,6 +102,11 @@ def run(
         + ", ".join(backend_registry.DEFAULT))] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="the run directory [default: reports/<timestamp>-<script>]")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="the run's meta and findings as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="no progress and no tables: one line with the status and the "
+        "run directory")] = False,
     timeout: Annotated[float | None, typer.Option(
         help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
     repeat: Annotated[int, typer.Option(
@@ -126,7 +167,6 @@ def run(
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     import profile_all as pa
-    from profile_all.report import terminal
     from profile_all.runner.progress import PassProgress
 
     torch_options: dict[str, Any] = {
@@ -134,20 +174,21 @@ def run(
         "with_flops": with_flops, "with_stack": with_stack}
     if torch_schedule:
         torch_options["schedule"] = torch_schedule
-    report = pa.run(
-        script, script_args or [], backends=backend, out=out, timeout=timeout,
-        options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
-                 "cuda-events": {"warmup_steps": warmup_steps},
-                 "nsys": {"module_ranges": nvtx_modules},
-                 "memory": {"interval": memory_interval, "lines": memory_lines or []}},
-        launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
-                         rdzv_id),
-        repeat=repeat, fresh_processes=fresh_processes, observer=PassProgress(err_console),
-        pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
-        max_steps=max_steps, show_output=show_output,
-        command=sys.argv)
-    terminal.render(report, err_console)
-    raise typer.Exit(report.exit_code)
+    with _stdout_kept_for_json(as_json):
+        report = pa.run(
+            script, script_args or [], backends=backend, out=out, timeout=timeout,
+            options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
+                     "cuda-events": {"warmup_steps": warmup_steps},
+                     "nsys": {"module_ranges": nvtx_modules},
+                     "memory": {"interval": memory_interval, "lines": memory_lines or []}},
+            launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
+                             rdzv_id),
+            repeat=repeat, fresh_processes=fresh_processes,
+            observer=None if quiet else PassProgress(err_console),
+            pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
+            max_steps=max_steps, show_output=show_output,
+            command=sys.argv)
+    _finish(report, as_json, quiet)
 
 
 @app.command()
@@ -178,6 +219,11 @@ def model(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="the run directory [default: reports/<timestamp>-<factory>]")]
     = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="the run's meta and findings as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="no progress and no tables: one line with the status and the "
+        "run directory")] = False,
     timeout: Annotated[float | None, typer.Option(help="seconds each pass may run")] = None,
     repeat: Annotated[int, typer.Option(
         min=1, help="run the timing pass N times, spread among the counter passes: the "
@@ -186,17 +232,17 @@ def model(
     """Benchmark a model the right way and count its FLOPs with every counter."""
     import profile_all as pa
     from profile_all.model.build import parse_shape
-    from profile_all.report import terminal
     from profile_all.runner.progress import PassProgress
 
-    report = pa.profile_model(
-        spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
-        device=device, train=train, warmup=warmup, iters=iters,
-        batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,
-        max_memory=max_memory, peak_flops=peak_flops, backends=backend, out=out,
-        timeout=timeout, repeat=repeat, observer=PassProgress(err_console), command=sys.argv)
-    terminal.render(report, err_console)
-    raise typer.Exit(report.exit_code)
+    with _stdout_kept_for_json(as_json):
+        report = pa.profile_model(
+            spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
+            device=device, train=train, warmup=warmup, iters=iters,
+            batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,
+            max_memory=max_memory, peak_flops=peak_flops, backends=backend, out=out,
+            timeout=timeout, repeat=repeat, observer=None if quiet else PassProgress(err_console),
+            command=sys.argv)
+    _finish(report, as_json, quiet)
 
 
 for command in (cli_files.ingest, cli_files.merge, cli_files.show, cli_files.compare,

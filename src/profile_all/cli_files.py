@@ -116,8 +116,10 @@ def view(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (the next free one if taken)")]
     = 8080,
     browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
+    rank: Annotated[int, typer.Option(help="the rank whose file to open (several ranks)")]
+    = 0,
 ) -> None:
     """Open the run's cProfile file in SnakeViz, served on 127.0.0.1."""
     from profile_all.view import serve_snakeviz
 
-    serve_snakeviz(run_dir, port, browser)
+    serve_snakeviz(run_dir, port, browser, rank)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -11,15 +12,25 @@ from profile_all.errors import UsageError
 from profile_all.report.store import load
 
 
-def profile_file(run_dir: Path) -> Path:
+def _rank_of(path: str) -> int:
+    """The rank a native file belongs to: `cprofile.rank2.prof` -> 2; 0 with one rank."""
+    found = re.search(r"\.rank(\d+)\.", Path(path).name)
+    return int(found.group(1)) if found else 0
+
+
+def profile_file(run_dir: Path, rank: int = 0) -> Path:
+    """The run's cProfile file of `rank` (each rank of a torchrun run has its own)."""
     report = load(run_dir)
-    profiles = [report.run_dir / a["path"] for a in report.meta.get("artifacts", [])
-                if a["path"].endswith(".prof")]
+    profiles = {_rank_of(a["path"]): report.run_dir / a["path"]
+                for a in report.meta.get("artifacts", []) if a["path"].endswith(".prof")}
     if not profiles:
         raise UsageError(f"{run_dir} has no cProfile file: run with -b cprofile")
-    if not profiles[0].is_file():
-        raise UsageError(f"{profiles[0]} is missing")
-    return profiles[0]
+    if rank not in profiles:
+        raise UsageError(f"{run_dir} has no cProfile file of rank {rank}: its ranks are "
+                         f"{', '.join(map(str, sorted(profiles)))}")
+    if not profiles[rank].is_file():
+        raise UsageError(f"{profiles[rank]} is missing")
+    return profiles[rank]
 
 
 def snakeviz_command(profile: Path, port: int, open_browser: bool) -> list[str]:
@@ -29,12 +40,13 @@ def snakeviz_command(profile: Path, port: int, open_browser: bool) -> list[str]:
     return [*command, str(profile)]
 
 
-def serve_snakeviz(run_dir: Path, port: int, open_browser: bool) -> None:
+def serve_snakeviz(run_dir: Path, port: int, open_browser: bool, rank: int = 0) -> None:
     """Become SnakeViz (exec): Ctrl-C and kill reach the server itself, no orphan is left."""
     validate.whole("port", port, 1)
+    validate.whole("rank", rank, 0)
     if port > 65535:
         raise validate.ArgumentValueError(f"port must be 1 to 65535, got {port}")
-    command = snakeviz_command(profile_file(run_dir), port, open_browser)
+    command = snakeviz_command(profile_file(run_dir, rank), port, open_browser)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(command[0], command)

@@ -16,6 +16,15 @@ if TYPE_CHECKING:
 FORMATS = ("table", "md", "csv", "json")
 
 
+def findings_json(report: Report) -> str:
+    """`run --json`: the run directory, its meta and its findings (NaN as null)."""
+    findings = report.findings().astype(object).where(report.findings().notna(), None)
+    return orjson.dumps({"run_dir": str(report.run_dir) if report.run_dir else None,
+                         "status": report.meta.get("status"), "exit_code": report.exit_code,
+                         "findings": findings.to_dict(orient="records"), "meta": report.meta},
+                        option=orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+
+
 def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
     """table and md: the report's tables, long ones cut to `top` rows; csv and json: every
     row of `Report.frame` (json: `{"meta": ..., "rows": [...]}`)."""
