@@ -1,0 +1,47 @@
+"""What `run` prints besides the report: `--json` (stdout is the JSON alone) and
+`--quiet` (one line), on real runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import TARGETS, profile_all
+
+
+def test_json_holds_stdout_alone_and_quiet_says_one_line(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "--json", "-q",
+                       "-o", out)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)  # nothing else on stdout: the script's print went aside
+    assert said["status"] == "complete" and said["exit_code"] == 0
+    assert said["run_dir"] == str(out) and said["meta"]["target"]["kind"] == "script"
+    assert isinstance(said["findings"], list)
+    assert '"argv"' in done.stderr  # the script's own output, on stderr meanwhile
+    assert done.stderr.strip().splitlines()[-1] == f"profile-all: complete, exit code 0: {out}"
+    assert "pass 1/1" not in done.stderr and "Passes" not in done.stderr  # quiet
+
+
+def test_json_of_a_failing_script_keeps_its_exit_code(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint('partial')\nsys.exit(3)\n")
+    done = profile_all("run", script, "-b", "wallclock", "--json", "-o", tmp_path / "run")
+    assert done.returncode == 3
+    said = json.loads(done.stdout)
+    assert said["exit_code"] == 3 and said["status"] == "failed"
+    assert "Passes" in done.stderr  # not quiet: the tables are on stderr
+
+
+def test_shell_completion_completes_commands_and_options():
+    env = dict(os.environ, _PROFILE_ALL_COMPLETE="complete_bash", COMP_WORDS="profile-all ru",
+               COMP_CWORD="1")
+    done = subprocess.run([sys.executable, "-m", "profile_all"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == ["run"], done.stderr
+    env.update(COMP_WORDS="profile-all run x.py --pass-st", COMP_CWORD="3")
+    done = subprocess.run([sys.executable, "-m", "profile_all"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == ["--pass-steps"], done.stderr
