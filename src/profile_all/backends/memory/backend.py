@@ -16,7 +16,10 @@ is folded into its parent's when it closes, so nested regions do not hide each o
 line-by-line memory of those functions, and of any decorated with its `@profile`.
 
 Writes `artifacts/mprofile.dat` in memory_profiler's own format (`mprof plot`,
-`mprof peak`), with a FUNC line per region call (at most FUNC_LINES_PER_REGION each).
+`mprof peak`), with one FUNC line per region: `mprof plot` gives every FUNC line a legend
+entry of its own (250 of them for a 250-step run), so each region is there by the call
+that raised RSS the most; every call is in the report's timeline (report.html's memory
+chart shades them, at most TIMELINE_CALLS_PER_REGION each).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from profile_all.backends.base import Artifact, Backend, Collected, PassContext
 from profile_all.rows import region_path, row
 
 DEFAULT_INTERVAL = 0.01
-FUNC_LINES_PER_REGION = 2000
+TIMELINE_CALLS_PER_REGION = 2000
 
 
 def _samples_path(ctx: PassContext) -> Path:
@@ -183,17 +186,14 @@ class Memory(Backend):
             rows += [row("line", name, metric, value, stat=stat, parent=function, unit=unit)
                      for name, function, metric, value, stat, unit in self._lines.rows()]
         dat = ctx.artifact_path("mprofile.dat")
-        functions, capped = _functions(profile, self._calls)
-        if capped:
-            self.notes.append(f"mprofile.dat holds the first {FUNC_LINES_PER_REGION} calls of "
-                              f"{', '.join(capped)}; the rows count them all")
+        functions = _functions(profile, self._calls)
         mprofile.write(dat, " ".join(ctx.command), self._path.read_text().splitlines(True),
                        functions)
         self._path.unlink(missing_ok=True)
         return Collected(rows, [Artifact(self.name, f"artifacts/{dat.name}", "mprof",
                                          f"mprof plot {{run_dir}}/artifacts/{dat.name}")],
                          timeline=timeline(profile, self._started) + region_bands(
-                             self._calls, self._started, FUNC_LINES_PER_REGION))
+                             self._calls, self._started, TIMELINE_CALLS_PER_REGION))
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
@@ -212,22 +212,22 @@ class Memory(Backend):
 
 
 def _functions(profile: Any, calls: dict[tuple[str, str], tuple[array, array]]
-               ) -> tuple[list[tuple[str, float, float, float, float, int]], list[str]]:
-    """FUNC entries for mprofile.dat: each region call with the RSS at its start and end."""
+               ) -> list[tuple[str, float, float, float, float, int]]:
+    """FUNC entries for mprofile.dat: a region's call that raised RSS the most (the first of
+    equals), with the RSS at its start and end."""
     import numpy as np
 
-    functions, capped = [], []
+    functions = []
     if not len(profile.times):
-        return functions, capped
+        return functions
     for (name, parent), (starts, ends) in calls.items():
-        path = region_path(parent, name)
-        if len(starts) > FUNC_LINES_PER_REGION:
-            capped.append(path)
-        starts = np.frombuffer(starts, dtype="d")[:FUNC_LINES_PER_REGION]
-        ends = np.frombuffer(ends, dtype="d")[:FUNC_LINES_PER_REGION]
+        starts, ends = np.frombuffer(starts, dtype="d"), np.frombuffer(ends, dtype="d")
+        if not len(starts):
+            continue
         at_start = profile.rss[np.searchsorted(profile.times, starts, "right").clip(1) - 1]
         at_end = profile.rss[np.searchsorted(profile.times, ends, "right").clip(1) - 1]
-        level = path.count("/")
-        functions += [(path, s, e, m0, m1, level)
-                      for s, e, m0, m1 in zip(starts, ends, at_start, at_end, strict=True)]
-    return functions, capped
+        most = int(np.argmax(at_end - at_start))
+        path = region_path(parent, name)
+        functions.append((path, starts[most], ends[most], at_start[most], at_end[most],
+                          path.count("/")))
+    return functions
