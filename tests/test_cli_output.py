@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pyarrow.parquet
+
 from conftest import TARGETS, profile_all
 
 
@@ -23,6 +25,12 @@ def test_json_holds_stdout_alone_and_quiet_says_one_line(tmp_path):
     assert '"argv"' in done.stderr  # the script's own output, on stderr meanwhile
     assert done.stderr.strip().splitlines()[-1] == f"profile-all: complete, exit code 0: {out}"
     assert "pass 1/1" not in done.stderr and "Passes" not in done.stderr  # quiet
+    # report.parquet names its run, for files of many runs stacked together
+    named = json.loads(pyarrow.parquet.read_schema(out / "report.parquet").metadata[
+        b"profile_all"])
+    assert named["run_id"] == said["meta"]["run_id"] and len(named["run_id"]) == 32
+    assert named["command"][-3:] == ["-q", "-o", str(out)]
+    assert named["target"]["command"].endswith("contract.py")
 
 
 def test_json_of_a_failing_script_keeps_its_exit_code(tmp_path):

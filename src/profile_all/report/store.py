@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pandas as pd
 import pyarrow
+import pyarrow.parquet
 
 from profile_all import validate
 from profile_all.errors import UsageError
@@ -15,6 +17,22 @@ from profile_all.report import checked, markdown, sections
 from profile_all.report.report import FORMAT_VERSION, Report, timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
 
+#: the key of report.parquet's file metadata that says which run the rows are of
+PARQUET_KEY = b"profile_all"
+
+
+def _with_run_metadata(report: Report) -> pyarrow.Table:
+    """The frame as an Arrow table whose file metadata names the run (its id, status,
+    target and command), so that the files of many runs can be told apart once stacked:
+    `pyarrow.parquet.read_schema(path).metadata[b"profile_all"]`."""
+    table = pyarrow.Table.from_pandas(report.frame, preserve_index=False)
+    meta = report.meta
+    said = {"run_id": meta.get("run_id"), "format": meta.get("format", FORMAT_VERSION),
+            "status": meta.get("status"), "target": meta.get("target"),
+            "command": meta.get("command")}
+    return table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                          PARQUET_KEY: json.dumps(said, default=str)})
+
 
 def save(report: Report, run_dir: Path) -> None:
     """report.parquet, report.csv, summary.md, report.html and meta.json, each written whole
@@ -22,8 +40,9 @@ def save(report: Report, run_dir: Path) -> None:
     it is renamed to `report.run_dir`."""
     from profile_all.report import html  # matplotlib: only where a report is saved
 
+    report.meta.setdefault("run_id", uuid.uuid4().hex)
     with atomic_path(run_dir / "report.parquet") as tmp:
-        report.frame.to_parquet(tmp, index=False)
+        pyarrow.parquet.write_table(_with_run_metadata(report), tmp)
     with atomic_path(run_dir / "samples.parquet") as tmp:
         report.samples.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "timeline.parquet") as tmp:
