@@ -37,6 +37,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'profile_all' has no attribute {name!r}")
 
 
+def _observer(observer: Any) -> Any:
+    """The caller's observer; None: progress in a notebook (else none); False: none."""
+    if observer is False:
+        return None
+    if observer is None:
+        from profile_all.runner.progress import in_notebook
+
+        return in_notebook()
+    return observer
+
+
 def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str] | None = None,
         out: str | Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None, nproc_per_node: int | str = 1,
@@ -62,7 +73,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     fresh_processes: a fresh interpreter for every pass, instead of forking each from a
     server that imported torch once (seconds saved a pass).
     observer: told as each pass starts and ends (`pass_started(pass, count)`,
-    `pass_ended(pass, count, summary)`): the CLI's progress lines.
+    `pass_ended(pass, count, summary)`): the CLI's progress lines. None: progress lines in
+    a Jupyter notebook's cell, nothing elsewhere; False: nothing anywhere.
     command: the command line recorded in meta.json (the CLI's argv).
     options["torch-profiler"]["schedule"]: {"wait": W, "warmup": U, "active": A} or "W,U,A".
     pass_steps: where the target marks steps (pa.step(), or optimizer.step()), every pass
@@ -91,7 +103,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     launch = launch or Launch(nproc_per_node=str(nproc_per_node))
     return orchestrator.run(ScriptTarget(str(script), args), backend_names=backends, out=out,
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
-                            repeat=repeat, observer=observer, pass_steps=pass_steps,
+                            repeat=repeat, observer=_observer(observer), pass_steps=pass_steps,
                             max_steps=max_steps, show_output=show_output,
                             command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes))
@@ -189,5 +201,5 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
         live_model=model if live else None)
     return orchestrator.run(target, backend_names=backends, out=out, timeout=timeout,
                             isolate=not live, peak_flops=peak_flops, repeat=repeat,
-                            observer=observer,
+                            observer=_observer(observer),
                             command=validate.strings("command", command or [], paths_too=True))

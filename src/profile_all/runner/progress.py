@@ -14,6 +14,19 @@ from profile_all.report import format as fmt
 from profile_all.runner.plan import Pass
 
 
+def in_notebook() -> PassProgress | None:
+    """Progress lines in the cell's output when the API runs in a Jupyter kernel (a run
+    takes seconds to minutes there too); None elsewhere (a script using the API prints
+    nothing it did not ask for)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+        return None
+    return PassProgress(Console())
+
+
 class PassProgress:
     def __init__(self, console: Console) -> None:
         self.console = console
