@@ -57,6 +57,10 @@ def test_page_structure_offline_and_escaped(run_dir):
                           "Each pass's overhead over the clean timing pass",
                           "Memory over time, regions shaded"]
     assert any(HOSTILE in label for label in figures[0]["data"][0]["y"])  # as data, intact
+    steps = next(f for f in figures if f["layout"]["title"]["text"] == "Each step's time")
+    samples = pa.load(run_dir).samples.query("scope == 'step' and backend == 'wallclock'")
+    assert steps["data"][0]["y"] == pytest.approx((samples["value"] * 1e3).tolist())
+    assert len(steps["data"][0]["y"]) == 30  # speed.py's 30 steps, in order
     assert "mprof plot" in page and "profile-all view" in page
     assert f"<code>{run_dir}</code>" in page  # the final directory, not the one built in
     # the memory chart's region bands come from the report's timeline: the page drawn as

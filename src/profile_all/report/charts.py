@@ -183,6 +183,27 @@ _COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
            "#8c8c8c", "#ccb974", "#64b5cd"]
 
 
+def step_times(report: Report) -> Figure | None:
+    """Each step's time in order, a line per pass and rank of every region timer: warm-up,
+    drift and stalls show where a median hides them."""
+    timers = [name for name, facts in report.facts.items() if facts.region_timer]
+    samples = report.samples
+    steps = samples[(samples["scope"] == "step") & samples["backend"].isin(timers)]
+    if steps.empty:
+        return None
+    data = []
+    for (backend, run_pass, rank), one in steps.groupby(["backend", "pass", "rank"]):
+        label = f"{backend} pass {run_pass}" + (f" rank {rank}" if steps["rank"].nunique() > 1
+                                               else "")
+        data.append({"type": "scatter", "mode": "lines+markers", "name": label,
+                     "x": list(range(1, len(one) + 1)), "y": _ms(one["value"]),
+                     "marker": {"size": 4},
+                     "hovertemplate": "step %{x}: %{y:.3f} ms<extra>" + label + "</extra>"})
+    layout = _layout("Each step's time", "step", 8)
+    layout["yaxis"] = {"title": {"text": "ms"}, "automargin": True, "rangemode": "tozero"}
+    return {"data": data, "layout": layout}
+
+
 def counters(report: Report) -> Figure | None:
     table = report.counters()
     if table.empty:
@@ -197,7 +218,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
     """(title, figure) of every chart the run has data for, in the page's order."""
     drawn = [("Time per region", region_times(report)),
              ("Overhead of each pass", overheads(report)),
-             ("Memory", memory_timeline(report)),
+             ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
              ("Top functions", top_functions(report)), ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
     return [(title, figure) for title, figure in drawn if figure is not None]
