@@ -126,16 +126,22 @@ def top_functions(report: Report) -> Figure | None:
 
 
 def top_operators(report: Report) -> Figure | None:
+    """Operators by self time: CPU and device side by side where a device ran them."""
     operators = report.operators(TOP)
-    if operators.empty:
+    if operators.empty or "self_time" not in operators.columns:
         return None
     on_device = "self_gpu_time" in operators.columns and operators["self_gpu_time"].sum() > 0
-    metric = "self_gpu_time" if on_device else "self_time"
-    if metric not in operators.columns:
-        return None
-    where = "device" if on_device else "CPU"
-    return _barh(list(operators["name"]), _ms(operators[metric]), f"self {where} time (ms)",
-                 f"Top {TOP} operators (torch.profiler)")
+    figure = _barh(list(operators["name"]), _ms(operators["self_time"]), "self time (ms)",
+                   f"Top {TOP} operators (torch.profiler)")
+    figure["data"][0]["name"] = "CPU"
+    if on_device:
+        figure["data"].append({"type": "bar", "orientation": "h", "name": "device",
+                               "y": list(operators["name"]),
+                               "x": _ms(operators["self_gpu_time"]),
+                               "hovertemplate": "%{y}: %{x:.4g} ms<extra>device</extra>"})
+        figure["layout"].update(barmode="group",
+                                height=max(220, 40 * len(operators) + 120))
+    return figure
 
 
 def top_kernels(report: Report) -> Figure | None:
