@@ -4,7 +4,9 @@ plain training loop with a slow input, whose slow input must be named first."""
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 
 import numpy as np
 import pytest
@@ -191,3 +193,27 @@ def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     assert max(len(line) for line in shown.splitlines()) <= 80
     summary = (slow_input.run_dir / "summary.md").read_text()
     assert summary.index("## Findings") < summary.index("## Passes")
+
+
+def _device_intervals(path):
+    """Kernels, copies and fills of a chrome trace, read here apart from the readers."""
+    with gzip.open(path) as trace:
+        events = [e for e in json.load(trace)["traceEvents"] if e.get("ph") == "X"]
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    host = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    span = max(e["ts"] + e["dur"] for e in host) - min(e["ts"] for e in host)
+    return device, span
+
+
+def test_device_findings_on_a_real_a100_trace(fixtures, tmp_path):
+    path = fixtures / "traces" / "a100_nccl_rank0.json.gz"
+    report = pa.ingest([path], out=tmp_path / "run")
+    device, span = _device_intervals(path)
+    busy = sum(e["dur"] for e in device)
+    idle = _rules(report, "device")
+    assert idle["share"].iloc[0] == pytest.approx(1 - busy / span, abs=1e-3)  # 75.2%
+    kernels = [e for e in device if e["cat"] == "kernel"]
+    nccl = sum(e["dur"] for e in kernels if "nccl" in e["name"].lower())
+    talking = _rules(report, "communication")
+    assert talking["share"].iloc[0] == pytest.approx(nccl / sum(e["dur"] for e in kernels),
+                                                     abs=1e-3)  # 28.8%
