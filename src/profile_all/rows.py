@@ -64,6 +64,11 @@ UNIT_OF_METRIC = {
     "peak_memory": "B",
     "bytes": "B",
     "gpu_span": "s",
+    # a trace's device time as a union over streams, its NCCL kernels' union, and how much
+    # of that computation kernels overlapped
+    "gpu_busy": "s",
+    "communication_time": "s",
+    "communication_overlap": "s",
     "attributed_share": "ratio",
 }
 

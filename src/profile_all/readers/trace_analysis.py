@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
@@ -49,6 +50,24 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
             label = f"{name} {dims}"
             rows.append(row("operator_shape", label, "calls", values["calls"]))
             rows += [row("operator_shape", label, m, values[m]) for m in metrics]
+    return rows
+
+
+def _busy_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
+    """How long the device was busy (the union over streams, not the sum), and, where NCCL
+    kernels ran, how long it communicated and how much of that computation overlapped."""
+    starts = device["ts"].to_numpy(float)
+    ends = starts + device["dur"].to_numpy(float)
+    rows = [row("run", "trace", "gpu_busy", intervals.union_length(starts, ends) * scale)]
+    kernels = (device["kind"] == "kernel").to_numpy()
+    talking = kernels & device["name"].str.contains("nccl", case=False).to_numpy()
+    if talking.any():
+        computing = kernels & ~talking
+        rows += [row("run", "trace", "communication_time",
+                     intervals.union_length(starts[talking], ends[talking]) * scale),
+                 row("run", "trace", "communication_overlap", intervals.overlap_length(
+                     (starts[talking], ends[talking]),
+                     (starts[computing], ends[computing])) * scale)]
     return rows
 
 
@@ -200,6 +219,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
     if not device.empty:
         busy = device["dur"].sum() * scale
         rows.append(row("run", "trace", "gpu_time", busy))
+        rows += _busy_rows(device, scale)
         rows.append(row("run", "trace", "attributed_share",
                         1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
         rows += _device_rows(device, scale)

@@ -31,11 +31,12 @@ def _trace_totals(report: Report) -> pd.DataFrame:
     """Per backend, pass and rank that traced a device: host span and summed device time."""
     frame = report.frame
     trace = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
-                  & frame["metric"].isin(["wall_time", "gpu_time"]) & (frame["stat"] == "total")]
+                  & (frame["stat"] == "total")]
     table = trace.pivot_table(index=["backend", "pass", "rank"], columns="metric",
                               values="value", aggfunc="sum")
-    return table.dropna().reset_index() if {"wall_time", "gpu_time"} <= set(table.columns) \
-        else pd.DataFrame()
+    if not {"wall_time", "gpu_time"} <= set(table.columns):
+        return pd.DataFrame()
+    return table.dropna(subset=["wall_time", "gpu_time"]).reset_index()
 
 
 def idle(report: Report) -> list[Finding]:
@@ -44,7 +45,11 @@ def idle(report: Report) -> list[Finding]:
     for _, traced in _trace_totals(report).iterrows():
         if not traced["wall_time"] > 0:
             continue
-        share = 1 - min(traced["gpu_time"] / traced["wall_time"], 1.0)
+        # the union over streams where the trace gave it; else the sum, which counts
+        # overlapping streams twice: then idle is at least this
+        exact = not pd.isna(traced.get("gpu_busy"))
+        busy = traced["gpu_busy"] if exact else traced["gpu_time"]
+        share = 1 - min(busy / traced["wall_time"], 1.0)
         if share < IDLE:
             continue
         calls = kernels["calls"].sum() if "calls" in kernels else 0
@@ -54,10 +59,11 @@ def idle(report: Report) -> list[Finding]:
             "device", f"the device is idle {fmt.share(share)} of the traced time"
             + (f": {fmt.count(calls)} kernels of {fmt.seconds(mean)} on average (launch-bound)"
                if tiny else ": the host does not keep it fed (CPU-bound)"),
-            weight=share * 0.9, share=share, amount=traced["wall_time"] - traced["gpu_time"],
+            weight=share * 0.9, share=share, amount=traced["wall_time"] - busy,
             unit="s", evidence=f"{traced['backend']} pass {traced['pass']} rank "
-            f"{traced['rank']}: device activity {fmt.seconds(traced['gpu_time'])} (summed over "
-            f"streams, so idle is at least this) in {fmt.seconds(traced['wall_time'])}",
+            f"{traced['rank']}: device busy {fmt.seconds(busy)} "
+            + ("(the union over streams)" if exact else "(summed over streams: idle is at "
+               "least this)") + f" in {fmt.seconds(traced['wall_time'])} of host time",
             suggestion="CUDA graphs or torch.compile(mode='reduce-overhead') for many tiny "
                        "kernels; larger batches; move host work (data, Python) off the loop"
             if tiny else "find the host time in the functions and operators tables; larger "
@@ -94,24 +100,33 @@ def syncs(report: Report) -> list[Finding]:
 
 
 def communication(report: Report) -> list[Finding]:
-    """Each rank's device time in NCCL kernels (overlap with compute is not measured)."""
+    """Each rank's device time in NCCL kernels, and how much of it computation overlapped
+    (HTA's communication-computation overlap), where the trace says."""
     frame = report.frame
     kernels = frame[(frame["scope"] == "kernel") & (frame["metric"] == "gpu_time")
                     & (frame["stat"] == "total")]
+    traced = _trace_totals(report)
     out = []
     for rank, group in kernels.groupby("rank"):
         whole = group["value"].sum()
         talking = group.loc[group["name"].str.contains("nccl", case=False), "value"].sum()
-        if whole > 0 and talking / whole >= COMMUNICATION:
-            share = talking / whole
-            out.append(Finding(
-                "communication", f"rank {rank}: communication holds {fmt.share(share)} of "
-                f"device time ({fmt.seconds(talking)} in NCCL kernels)", weight=share * 0.8,
-                share=share, amount=talking, unit="s",
-                evidence=f"kernels named nccl* on rank {rank}, of {fmt.seconds(whole)}; "
-                         "how much of it overlaps computation is not measured",
-                suggestion="overlap it with compute (DDP bucket_cap_mb, gradient "
-                           "accumulation with no_sync), fewer or larger collectives"))
+        if not whole > 0 or talking / whole < COMMUNICATION:
+            continue
+        share = talking / whole
+        mine = traced[traced["rank"] == rank] if not traced.empty else traced
+        overlap = ""
+        if not mine.empty and "communication_overlap" in mine and \
+                mine["communication_time"].iloc[0] > 0:
+            overlapped = mine["communication_overlap"].iloc[0] / mine["communication_time"].iloc[0]
+            overlap = f"; {fmt.share(overlapped)} of it overlapped by computation"
+        out.append(Finding(
+            "communication", f"rank {rank}: communication holds {fmt.share(share)} of "
+            f"device time ({fmt.seconds(talking)} in NCCL kernels){overlap}",
+            weight=share * 0.8, share=share, amount=talking, unit="s",
+            evidence=f"kernels named nccl* on rank {rank}, of {fmt.seconds(whole)} of kernels"
+                     + ("" if overlap else "; the overlap with computation is not in the trace"),
+            suggestion="overlap it with compute (DDP bucket_cap_mb, gradient "
+                       "accumulation with no_sync), fewer or larger collectives"))
     return out
 
 
