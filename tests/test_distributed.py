@@ -13,6 +13,7 @@ import pytest
 
 import profile_all as pa
 from conftest import EXAMPLES, TARGETS, free_port, profile_all
+from profile_all.report import charts
 from profile_all.view import profile_file
 
 DDP = EXAMPLES / "ddp_train.py"
@@ -45,6 +46,8 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     assert report.meta["preimported"] == ["torch"]  # not torch._dynamo: see the README
     assert "## Across ranks" in (out / "summary.md").read_text()
     assert '<section id="ranks">' in (out / "report.html").read_text()
+    lines = [trace["name"] for trace in charts.memory_timeline(report)["data"]]
+    assert {"rank 0 process", "rank 1 process"} <= set(lines)  # report.html: each rank's RSS
     assert profile_file(out, 1).name == "cprofile.rank1.prof"  # `view --rank 1` serves it
     wrong = profile_all("view", out, "--rank", "2", "--no-browser")
     assert wrong.returncode == 2

@@ -84,6 +84,15 @@ def region_path(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
 
 
+#: joins a call tree's callers (scope `call`): function names hold `/`
+CALL_SEPARATOR = " ▸ "
+
+
+def call_path(parent: str, name: str) -> str:
+    """A call tree node's id: the path of its callers, then its own name."""
+    return f"{parent}{CALL_SEPARATOR}{name}" if parent else name
+
+
 def region_paths(parents: Iterable[str], names: Iterable[str]) -> list[str]:
     return [region_path(parent, name) for parent, name in zip(parents, names, strict=True)]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.readers import IngestError
+from profile_all.readers.call_tree import call_rows
 from profile_all.rows import row
 
 
@@ -28,12 +29,14 @@ def load_stats(path: Path) -> pstats.Stats:
 
 
 def read_pstats(path: Path) -> list[list[Any]]:
-    """One row per function and metric: calls, primitive_calls, self_time, cumulative_time."""
+    """One row per function and metric: calls, primitive_calls, self_time, cumulative_time;
+    and the call tree (scope `call`, see call_tree)."""
     rows = []
-    for key, (primitive, calls, self_time, cumulative, _callers) in load_stats(path).stats.items():
+    stats = load_stats(path).stats
+    for key, (primitive, calls, self_time, cumulative, _callers) in stats.items():
         name = function_name(key)
         rows.append(row("function", name, "calls", calls))
         rows.append(row("function", name, "primitive_calls", primitive))
         rows.append(row("function", name, "self_time", self_time))
         rows.append(row("function", name, "cumulative_time", cumulative))
-    return rows
+    return rows + call_rows(stats, function_name)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from profile_all.rows import DERIVED, region_paths
+from profile_all.rows import DERIVED, call_path, region_paths
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -153,18 +153,21 @@ def top_kernels(report: Report) -> Figure | None:
 
 
 def memory_timeline(report: Report) -> Figure | None:
-    """RSS over time, the first pass and rank that sampled it, with a band for each call
-    of its ten first top-level regions (one legend entry a region name)."""
+    """RSS over time in the first pass that sampled it, a line per rank, with a band for
+    each call of the first rank's ten first top-level regions (a legend entry a name)."""
     timeline = report.memory()
     if timeline.empty:
         return None
-    first = timeline[(timeline["pass"] == timeline["pass"].iloc[0])
-                     & (timeline["rank"] == timeline["rank"].iloc[0])]
-    data = [{"type": "scatter", "mode": "lines", "name": series, "x": first["time"].tolist(),
-             "y": (first[series] / 2**20).tolist(),
-             "hovertemplate": "%{x:.3f} s: %{y:.1f} MiB<extra>" + series + "</extra>"}
+    sampled = timeline[timeline["pass"] == timeline["pass"].iloc[0]]
+    first = sampled[sampled["rank"] == sampled["rank"].iloc[0]]
+    several = sampled["rank"].nunique() > 1
+    data = [{"type": "scatter", "mode": "lines", "name": label, "x": one["time"].tolist(),
+             "y": (one[series] / 2**20).tolist(),
+             "hovertemplate": "%{x:.3f} s: %{y:.1f} MiB<extra>" + label + "</extra>"}
+            for rank, one in sampled.groupby("rank")
             for series in ("process", "children")
-            if series in first.columns and first[series].notna().any()]
+            if series in one.columns and one[series].notna().any()
+            for label in [f"rank {rank} {series}" if several else series]]
     calls = report.timeline[(report.timeline["series"] == "region")
                             & (report.timeline["pass"] == first["pass"].iloc[0])
                             & (report.timeline["rank"] == first["rank"].iloc[0])]
@@ -210,6 +213,33 @@ def step_times(report: Report) -> Figure | None:
     return {"data": data, "layout": layout}
 
 
+def call_icicle(report: Report) -> Figure | None:
+    """cProfile's call tree as an icicle (click a box to zoom into it), from the first
+    pass and rank that has one; a box's width is its cumulative time in its callers."""
+    frame = report.frame
+    calls = frame[(frame["scope"] == "call") & (frame["metric"] == "cumulative_time")]
+    if calls.empty:
+        return None
+    first = calls.iloc[0]
+    calls = calls[(calls["pass"] == first["pass"]) & (calls["rank"] == first["rank"])
+                  & (calls["backend"] == first["backend"])]
+    ids = [call_path(parent, name)
+           for parent, name in zip(calls["parent"], calls["name"], strict=True)]
+    values = dict(zip(ids, calls["value"] * 1e3, strict=True))
+    children: dict[str, float] = {}
+    for node, parent in zip(ids, calls["parent"], strict=True):
+        children[parent] = children.get(parent, 0.0) + values[node]
+    for node in ids:  # rounding: a parent holds at least what its children sum to
+        values[node] = max(values[node], children.get(node, 0.0))
+    return {"data": [{"type": "icicle", "ids": ids, "parents": calls["parent"].tolist(),
+                      "labels": calls["name"].tolist(), "values": [values[i] for i in ids],
+                      "branchvalues": "total", "maxdepth": 6,
+                      "hovertemplate": "%{label}<br>%{value:.3f} ms<extra></extra>"}],
+            "layout": {"title": {"text": "Call tree (cProfile): click a box to zoom",
+                                 "x": 0, "xanchor": "left"},
+                       "height": 520, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
+
+
 def counters(report: Report) -> Figure | None:
     table = report.counters()
     if table.empty:
@@ -225,6 +255,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
     drawn = [("Time per region", region_times(report)),
              ("Overhead of each pass", overheads(report)),
              ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
-             ("Top functions", top_functions(report)), ("Top operators", top_operators(report)),
+             ("Top functions", top_functions(report)), ("Call tree", call_icicle(report)),
+             ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
     return [(title, figure) for title, figure in drawn if figure is not None]
