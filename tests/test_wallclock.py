@@ -50,6 +50,11 @@ def test_region_and_step_statistics(ctx, cpu_time):
                            ("median", np.median(calls)), ("std", calls.std(ddof=1)),
                            ("p90", np.quantile(calls, 0.9))):
         assert _value(rows, "region", "sleep", "wall_time", stat) == pytest.approx(expected)
+    if not cpu_time:  # the top-level calls on the timeline, as long as their samples
+        placed = [entry for entry in collected.timeline if entry[0] == "region"]
+        assert [entry[1] for entry in placed] == ["sleep"] * 3
+        assert [end - start for _, _, start, end, *_ in placed] == pytest.approx(list(calls))
+        assert placed[0][2] >= 0.05  # seconds since the pass began: after the first sleep
     if cpu_time:
         assert _value(rows, "region", "sleep", "cpu_time", "total") < calls.sum()  # sleep
     else:  # only the run's CPU time is measured

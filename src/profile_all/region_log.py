@@ -28,6 +28,10 @@ FLUSH_SECONDS = 0.2
 
 #: (region name, parent path) -> wall time of each call, seconds
 Samples = dict[tuple[str, str], array]
+#: (name, start, end) of top-level region calls, perf_counter seconds, at most
+#: CALLS_PER_REGION a name: a timeline of the pass's regions
+Calls = list[tuple[str, float, float]]
+CALLS_PER_REGION = 2000
 
 #: every region's name in this process, in the order the regions were made: a region's
 #: code is -(its index + 1)
@@ -47,6 +51,7 @@ class RegionLog:
         #: when the target ended: regions still open are timed up to it
         self.ended_at: float | None = None
         self._samples: Samples | None = None
+        self._calls: Calls = []
 
     def new_thread(self) -> array:
         """The calling thread's event array, made at its first region."""
@@ -87,17 +92,24 @@ class RegionLog:
         journal. Regions still open are timed to `ended_at` (the target never left them)."""
         if self._samples is None:
             self.flush()
-            self._samples = read(self.journal, self.ended_at)
+            self._samples = read(self.journal, self.ended_at, self._calls)
             self.journal.unlink(missing_ok=True)
         return self._samples
 
+    def top_level_calls(self) -> Calls:
+        """Each top-level region call (CALLS_PER_REGION a name at most): after samples()."""
+        self.samples()
+        return self._calls
 
-def read(journal: Path, ended_at: float | None = None) -> Samples:
+
+def read(journal: Path, ended_at: float | None = None, calls: Calls | None = None) -> Samples:
     """The samples of a journal; regions left open count to `ended_at`, or not at all
-    without it (a killed process: when it died is not known)."""
+    without it (a killed process: when it died is not known). Top-level calls are
+    appended to `calls` when given."""
     names: list[str] = []
     threads: dict[int, _Pairing] = {}
     samples: Samples = {}
+    calls = calls if calls is not None else []
     try:
         source = journal.open("rb")
     except FileNotFoundError:
@@ -114,7 +126,7 @@ def read(journal: Path, ended_at: float | None = None) -> Samples:
                 events.fromfile(source, count)
             except EOFError:  # the record a kill cut short
                 break
-            threads.setdefault(number, _Pairing(names, samples)).add(events)
+            threads.setdefault(number, _Pairing(names, samples, calls)).add(events)
     if ended_at is not None:
         for pairing in threads.values():
             pairing.close_open(ended_at)
@@ -124,9 +136,10 @@ def read(journal: Path, ended_at: float | None = None) -> Samples:
 class _Pairing:
     """One thread's enters matched with its exits, across journal records."""
 
-    def __init__(self, names: list[str], samples: Samples) -> None:
+    def __init__(self, names: list[str], samples: Samples, calls: Calls) -> None:
         self._names = names
         self._samples = samples
+        self._calls = calls
         self._open: list[tuple[tuple[str, str], str, float]] = []  # (key, path, start)
         self._code: float | None = None  # an enter whose time is in the next record
         self._keys: dict[tuple[str, float], tuple[tuple[str, str], str]] = {}
@@ -145,6 +158,8 @@ class _Pairing:
                 if series is None:
                     series = samples[key] = array("d")
                 series.append(value - start)
+                if not stack and len(series) <= CALLS_PER_REGION:
+                    self._calls.append((key[0], start, value))
             # else: the exit of a region entered before the log began
         self._code = code
 
@@ -160,3 +175,5 @@ class _Pairing:
         while self._open:
             key, _path, start = self._open.pop()
             self._samples.setdefault(key, array("d")).append(ended_at - start)
+            if not self._open:
+                self._calls.append((key[0], start, ended_at))

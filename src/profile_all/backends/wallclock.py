@@ -67,7 +67,7 @@ class WallClock(Backend):
         self._step_start: tuple[float, float] | None = None  # set by the first region
         self._flushed_at = perf_counter()
         self._run_cpu = process_time()
-        self._run_wall = perf_counter()
+        self._run_wall = self._started = perf_counter()
 
     def _series(self, key: tuple[str, Any]) -> tuple[array, array]:
         series = self._samples[key] = (array("d"), array("d"))
@@ -153,6 +153,10 @@ class WallClock(Backend):
                 self._samples[key] = (walls, array("d"))
         collected = _collected(self._samples)
         collected.rows[:0] = rows
+        if self.region_times:  # the timeline: seconds since the target started
+            collected.timeline = [["region", name, start - self._started, end - self._started,
+                                   float("nan"), "s"]
+                                  for name, start, end in self._log.top_level_calls()]
         return collected
 
     @classmethod

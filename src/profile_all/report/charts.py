@@ -192,6 +192,26 @@ _COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
            "#8c8c8c", "#ccb974", "#64b5cd"]
 
 
+def region_timeline(report: Report) -> Figure | None:
+    """Each call of the top-level regions over the target's time (the first pass and rank
+    that timed them): stalls, gaps between steps and drift show here."""
+    calls = report.timeline[report.timeline["series"] == "region"]
+    if calls.empty:
+        return None
+    first = calls.iloc[0]
+    calls = calls[(calls["backend"] == first["backend"]) & (calls["pass"] == first["pass"])
+                  & (calls["rank"] == first["rank"])]
+    data = [{"type": "bar", "orientation": "h", "name": name, "y": [name] * len(one),
+             "base": one["start"].tolist(), "x": (one["end"] - one["start"]).tolist(),
+             "marker": {"color": _COLORS[index % len(_COLORS)]},
+             "hovertemplate": "%{y}: from %{base:.4f} s, %{x:.4g} s<extra></extra>"}
+            for index, (name, one) in enumerate(calls.groupby("name", sort=False))]
+    layout = _layout(f"Regions over time ({first['backend']}, pass {first['pass']})",
+                     "seconds since the target started", len(data), barmode="overlay",
+                     showlegend=False)
+    return {"data": data, "layout": layout}
+
+
 def step_times(report: Report) -> Figure | None:
     """Each step's time in order, a line per pass and rank of every region timer: warm-up,
     drift and stalls show where a median hides them."""
@@ -255,6 +275,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
     drawn = [("Time per region", region_times(report)),
              ("Overhead of each pass", overheads(report)),
              ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
+             ("Regions over time", region_timeline(report)),
              ("Top functions", top_functions(report)), ("Call tree", call_icicle(report)),
              ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
