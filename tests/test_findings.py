@@ -147,7 +147,26 @@ def test_efficiency_against_a_given_peak_and_silence_without_one():
     on_h100 = _report(rows, meta={"target": {"dtype": "bfloat16", "device": "cuda"},
                                   "environment": {"gpus": ["NVIDIA H100 80GB HBM3"]}})
     assert _rules(on_h100, "efficiency")["share"].iloc[0] == pytest.approx(10e12 / 989.4e12)
-    assert _rules(_report(rows), "efficiency").empty  # a CPU: no peak known
+    assert _rules(_report(rows), "efficiency").empty  # no peak at all: nothing said
+    measured = _report(rows, meta={"model": {"measured_peak_flops": 50e12,
+                                             "measured_peak_how": "a 1024x1024 matmul"}})
+    found = _rules(measured, "efficiency")
+    assert found["share"].iloc[0] == pytest.approx(0.2)
+    assert "measured on the spot: a 1024x1024 matmul" in found["evidence"].iloc[0]
+
+
+def test_the_peak_measured_on_the_spot_against_a_matmul_timed_here():
+    import timeit
+
+    import torch
+
+    from profile_all.model.bench import measured_peak
+
+    peak, how = measured_peak(torch.device("cpu"), "float32", seconds=0.05)
+    first, second = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    best = min(timeit.repeat(lambda: first @ second, number=1, repeat=5))
+    assert how.startswith("a 1024x1024 float32 matmul, best of ")
+    assert 0.5 < peak / (2 * 1024**3 / best) < 2  # the same work, timed apart
 
 
 def test_doubts_losses_and_a_straggler():

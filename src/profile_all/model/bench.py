@@ -112,6 +112,26 @@ def measure(step: Callable[[], Any], *, device: Any = "cpu", warmup: int = 10,
             return Timing(samples, warmup, clock)
 
 
+def measured_peak(device: Any, dtype: str, seconds: float = 0.2) -> tuple[float, str]:
+    """(FLOP/s, how) of a large square matmul in `dtype` on `device`, the best of repeats
+    within `seconds`: the peak achieved FLOP/s is judged against where no datasheet says
+    (a CPU, an unlisted GPU). A matmul is the best case of dense work, not a datasheet
+    peak: a model near it is doing well."""
+    import torch
+
+    on_gpu = getattr(device, "type", str(device)) == "cuda"
+    size = 4096 if on_gpu else (1024 if dtype == "float32" else 512)
+    first, second = (torch.randn(size, size, device=device).to(getattr(torch, dtype))
+                     for _ in range(2))
+    timed, _clock = _timer(device)
+    timed(lambda: first @ second)  # warm-up: the library's first call
+    best, count, deadline = math.inf, 0, time.perf_counter() + seconds
+    while count < 3 or time.perf_counter() < deadline:
+        best = min(best, timed(lambda: first @ second))
+        count += 1
+    return 2 * size**3 / best, f"a {size}x{size} {dtype} matmul, best of {count}"
+
+
 @dataclass
 class BatchPoint:
     batch_size: int

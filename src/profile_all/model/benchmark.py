@@ -106,6 +106,8 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
              "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"],
              "median": stats["median"], "ci95_low": stats["ci95_low"],
              "ci95_high": stats["ci95_high"], **blocks}
+    facts["measured_peak_flops"], facts["measured_peak_how"] = bench.measured_peak(
+        device, target.dtype)
     if target.batch_search:
         points = bench.search_batch_size(
             lambda b: _batch_point(target, work.model, device, b),

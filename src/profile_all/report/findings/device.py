@@ -143,6 +143,9 @@ def efficiency(report: Report) -> list[Finding]:
     if not peak and gpus and str(model.get("device", target.get("device", ""))) != "cpu":
         peak = datasheet_peak(gpus[0], str(target.get("dtype", "float32")))
         source = f"{gpus[0]} datasheet, {target.get('dtype', 'float32')} dense"
+    if not peak and model.get("measured_peak_flops"):
+        peak = model["measured_peak_flops"]
+        source = f"measured on the spot: {model.get('measured_peak_how', 'a matmul')}"
     if not peak:
         return []
     rate = float(achieved["value"].iloc[0])
