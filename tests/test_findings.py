@@ -49,6 +49,19 @@ def test_input_bound_by_a_data_region_and_not_when_loading_is_light():
     assert _rules(light, "input").empty
 
 
+def test_time_outside_forward_backward_and_the_optimizer_is_input_bound():
+    def step(forward, backward, optimizer):
+        return _report([*STEPS, _t("region", "train_step", 9.9),
+                        _t("region", "forward", forward, parent="train_step"),
+                        _t("region", "backward", backward, parent="train_step"),
+                        _t("region", "optimizer_step", optimizer, parent="train_step")])
+
+    found = _rules(step(3.0, 3.0, 1.0), "input")
+    assert found["share"].iloc[0] == pytest.approx(0.3)  # 10 s of steps, 7 s in the work
+    assert "outside its forward, backward and optimizer" in found["finding"].iloc[0]
+    assert _rules(step(4.5, 4.5, 0.8), "input").empty  # 2% outside
+
+
 def test_where_the_time_goes_looks_inside_a_region_that_holds_the_step():
     report = _report([*STEPS, _t("region", "train_step", 9.9),
                       _t("region", "backward", 6.0, parent="train_step"),
@@ -89,6 +102,18 @@ def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
     assert found["amount"].iloc[0] == pytest.approx(40e6 * (times[-1] - times[15]), rel=0.01)
     rise_then_flat = 200e6 + 120e6 * np.minimum(times, 1.2)
     assert _rules(_report([], timeline=_rss(times, rise_then_flat)), "memory").empty
+
+
+def test_cuda_memory_growing_step_after_step_and_not():
+    def cuda(values):
+        return [["memory", 5, 0, "cuda", "allocated", 0.01 * i, 0.01 * i, v, "B"]
+                for i, v in enumerate(values)]
+
+    leak = _rules(_report([], timeline=cuda([1e9 + 50e6 * i for i in range(30)])), "memory")
+    assert len(leak) == 1 and "CUDA memory allocated +" in leak["finding"].iloc[0]
+    assert leak["amount"].iloc[0] == pytest.approx(50e6 * (29 - 7), rel=1e-6)
+    steady = cuda([1e9 + (i % 2) * 1e6 for i in range(30)])
+    assert _rules(_report([], timeline=steady), "memory").empty
 
 
 def test_a_peak_near_the_machines_memory():

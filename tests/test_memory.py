@@ -163,3 +163,27 @@ def test_cuda_peaks_per_region_are_reset_and_nested(tmp_path):
     assert peak("outer") >= 384 * MIB  # its child's peak folded in
     assert 257 * MIB <= peak("after") < 300 * MIB  # reset when it opened: not the 384
     assert value_of(rows, scope="run", metric="gpu_mem_peak", stat="max") >= 384 * MIB
+
+
+CUDA_LEAK = """
+import torch
+import profile_all as pa
+
+kept = []
+for _ in range(40):
+    kept.append(torch.empty(16 * 2**20, dtype=torch.uint8, device="cuda"))  # never freed
+    pa.step()
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_memory_kept_step_after_step_is_a_finding(tmp_path):
+    script = tmp_path / "cuda_leak.py"
+    script.write_text(CUDA_LEAK)
+    report = pa.run(script, backends=["memory"], pass_steps="all", out=tmp_path / "run")
+    cuda = report.timeline[report.timeline["series"] == "cuda"]
+    assert len(cuda) == 40  # the allocated memory as each step ended
+    assert (cuda["value"].diff().dropna() >= 16 * MIB).all()
+    found = report.findings()
+    leak = found[found["finding"].str.contains("CUDA memory allocated")]
+    assert len(leak) == 1 and leak["amount"].iloc[0] == pytest.approx(16 * MIB * 29, rel=0.05)

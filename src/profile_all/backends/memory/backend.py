@@ -10,7 +10,9 @@ interval may show none of its memory: lower the interval for short regions.
 
 With CUDA in use, `torch.cuda.max_memory_allocated` / `max_memory_reserved` are read per
 region and for the run: the peak counter is reset when a region opens, and a region's peak
-is folded into its parent's when it closes, so nested regions do not hide each other.
+is folded into its parent's when it closes, so nested regions do not hide each other; and
+`memory_allocated` at each step's end goes on the timeline (series `cuda`): memory that
+grows step after step.
 
 `lines=["module:function", ...]` (CLI `--memory-lines`) adds memory_profiler's
 line-by-line memory of those functions, and of any decorated with its `@profile`.
@@ -52,6 +54,8 @@ class CudaPeaks:
         self._stack: list[list[float]] = []
         self.run_peak = [0.0, 0.0]
         self.regions: dict[tuple[str, str], list[float]] = {}
+        #: (seconds since the target started, bytes allocated) at each step's end
+        self.at_steps: list[tuple[float, float]] = []
 
     def _current(self) -> list[float]:
         return [self._cuda.max_memory_allocated(), self._cuda.max_memory_reserved()]
@@ -79,6 +83,11 @@ class CudaPeaks:
     def finish(self) -> None:
         if self._cuda.is_initialized():
             self._fold(self._current())
+
+    def step_ended(self, seconds: float) -> None:
+        """The memory allocated now, as a step ends: the timeline's `cuda` series."""
+        if self._cuda.is_initialized():
+            self.at_steps.append((seconds, float(self._cuda.memory_allocated())))
 
 
 class Memory(Backend):
@@ -141,6 +150,10 @@ class Memory(Backend):
     def enter(self, name: str, parent: str) -> tuple[float, bool]:
         return time.time(), self._cuda is not None and self._cuda.enter()
 
+    def step(self) -> None:
+        if self._cuda is not None and os.getpid() == self._pid:
+            self._cuda.step_ended(time.time() - self._started)
+
     def exit(self, name: str, parent: str, token: tuple[float, bool]) -> None:
         if os.getpid() != self._pid:
             return
@@ -190,10 +203,12 @@ class Memory(Backend):
         mprofile.write(dat, " ".join(ctx.command), self._path.read_text().splitlines(True),
                        functions)
         self._path.unlink(missing_ok=True)
+        steps = [["cuda", "allocated", at, at, allocated, "B"]
+                 for at, allocated in (self._cuda.at_steps if self._cuda else [])]
         return Collected(rows, [Artifact(self.name, f"artifacts/{dat.name}", "mprof",
                                          f"mprof plot {{run_dir}}/artifacts/{dat.name}")],
                          timeline=timeline(profile, self._started) + region_bands(
-                             self._calls, self._started, TIMELINE_CALLS_PER_REGION))
+                             self._calls, self._started, TIMELINE_CALLS_PER_REGION) + steps)
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:

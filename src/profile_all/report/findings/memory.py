@@ -23,6 +23,8 @@ GROWTH_R = 0.9
 #: after the first quarter of the pass, and growth in each third of them
 GROWTH_SAMPLES = 20
 GROWTH_SECONDS = 1.0
+#: CUDA memory is read once a step: this many steps after the first quarter
+GROWTH_STEPS = 12
 #: a peak above this share of the machine's (or device's) memory is near capacity
 NEAR_CAPACITY = 0.85
 
@@ -35,37 +37,55 @@ def _steady_rise(values: pd.Series) -> bool:
     return rise > 0 and min(thirds[1] - thirds[0], thirds[2] - thirds[1]) >= rise / 4
 
 
+#: the series that can grow: (series, name, what, fewest samples, fewest seconds):
+#: RSS sampled every few ms from outside; CUDA memory allocated, read at each step's end
+_GROWING = (("rss", "process", "RSS", GROWTH_SAMPLES, GROWTH_SECONDS),
+            ("cuda", "allocated", "CUDA memory allocated", GROWTH_STEPS, 0.0))
+
+
 def growth(report: Report) -> list[Finding]:
-    """RSS rising steadily over a pass, after its first quarter (start-up allocations)."""
+    """RSS, or CUDA memory step after step, rising steadily over a pass after its first
+    quarter (start-up allocations)."""
     timeline = report.timeline
-    rss = timeline[(timeline["series"] == "rss") & (timeline["name"] == "process")]
     out = []
-    for (backend, run_pass, rank), samples in rss.groupby(["backend", "pass", "rank"]):
-        samples = samples.sort_values("start").iloc[len(samples) // 4:]
-        span = float(samples["start"].iloc[-1] - samples["start"].iloc[0]) if len(samples) else 0
-        if len(samples) < GROWTH_SAMPLES or span < GROWTH_SECONDS \
-                or not _steady_rise(samples["value"]):
-            continue
-        fit = stats.linregress(samples["start"], samples["value"])
-        grown = fit.slope * span
-        level = float(samples["value"].median())
-        if grown < max(GROWTH_BYTES, GROWTH_SHARE * level) or fit.rvalue < GROWTH_R:
-            continue
-        regions = timeline[(timeline["series"] == "region") & (timeline["pass"] == run_pass)
-                           & (timeline["rank"] == rank)
-                           & timeline["start"].between(samples["start"].iloc[0],
-                                                       samples["start"].iloc[-1])]
-        per = f", {fmt.size(grown / len(regions))} per top-level region call" \
-            if len(regions) > 1 else ""
-        out.append(Finding(
-            "memory", f"memory grows steadily: RSS +{fmt.size(grown)} over "
-            f"{fmt.seconds(span)}{per} (a leak?)", weight=0.6, amount=grown, unit="B",
-            evidence=f"{backend} pass {run_pass} rank {rank}: {len(samples)} RSS samples, "
-                     f"{fmt.size(fit.slope)}/s, r = {fit.rvalue:.2f}",
-            suggestion="tensors kept across steps (append loss.item(), not loss; detach() "
-                       "what is stored), growing lists or caches; `-b memory --memory-lines "
-                       "MODULE:FUNCTION` shows which lines allocate"))
+    for series, name, what, fewest, seconds in _GROWING:
+        picked = timeline[(timeline["series"] == series) & (timeline["name"] == name)]
+        for (backend, run_pass, rank), samples in picked.groupby(["backend", "pass", "rank"]):
+            found = _grown(samples.sort_values("start").iloc[len(samples) // 4:], fewest,
+                           seconds)
+            if found is None:
+                continue
+            grown, span, fit, count = found
+            regions = timeline[(timeline["series"] == "region") & (timeline["pass"] == run_pass)
+                               & (timeline["rank"] == rank)
+                               & timeline["start"].between(*span)]
+            per = f", {fmt.size(grown / len(regions))} per top-level region call" \
+                if len(regions) > 1 else ""
+            out.append(Finding(
+                "memory", f"memory grows steadily: {what} +{fmt.size(grown)} over "
+                f"{fmt.seconds(span[1] - span[0])}{per} (a leak?)", weight=0.6, amount=grown,
+                unit="B", evidence=f"{backend} pass {run_pass} rank {rank}: {count} {what} "
+                f"samples, {fmt.size(fit.slope)}/s, r = {fit.rvalue:.2f}",
+                suggestion="tensors kept across steps (append loss.item(), not loss; detach() "
+                           "what is stored), growing lists or caches; `-b memory "
+                           "--memory-lines MODULE:FUNCTION` shows which lines allocate"))
     return out
+
+
+def _grown(samples: pd.DataFrame, fewest: int, seconds: float) -> tuple | None:
+    """(bytes grown, (first, last) time, the fit, samples) where the samples rise steadily
+    and enough; else None."""
+    if len(samples) < fewest:
+        return None
+    span = (float(samples["start"].iloc[0]), float(samples["start"].iloc[-1]))
+    if span[1] - span[0] < max(seconds, 1e-9) or not _steady_rise(samples["value"]):
+        return None
+    fit = stats.linregress(samples["start"], samples["value"])
+    grown = fit.slope * (span[1] - span[0])
+    level = float(samples["value"].median())
+    if grown < max(GROWTH_BYTES, GROWTH_SHARE * level) or fit.rvalue < GROWTH_R:
+        return None
+    return grown, span, fit, len(samples)
 
 
 def near_capacity(report: Report) -> list[Finding]:

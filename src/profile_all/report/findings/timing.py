@@ -32,11 +32,46 @@ _DATALOADER_RANGE = "enumerate(DataLoader)#"
 _DATALOADER_NEXT = re.compile(r"dataloader\.py:\d+\(__next__\)")
 
 
-def _input_sources(report: Report) -> list[tuple[float, str, str]]:
-    """(share of time in loading data, of what time, evidence) from every backend that
-    saw it."""
+#: the regions of a training step's own work, by name; the rest of a step is outside it
+_STEP_WORK = re.compile(r"(?:^|[_\W])(?:forward|fwd|backward|bwd|optim\w*|step)(?:$|[_\W])",
+                        re.IGNORECASE)
+
+
+def _outside_step_work(report: Report, backend: str) -> tuple[float, str, str, str] | None:
+    """(share of step time outside the forward, backward and optimizer regions, ...) where
+    the step's own regions are marked: data loading, logging, host work."""
+    base, what = base_time(report, backend)
+    regions = totals(report, backend, "region")
+    if regions.empty or what != "step time":
+        return None
+    level = regions[regions["parent"] == ""]
+    while len(level) == 1:  # one region wraps the step (train_step): look inside it
+        inner = regions[regions["parent"] == region_path(level["parent"].iloc[0],
+                                                         level["name"].iloc[0])]
+        if inner.empty:
+            break
+        level = inner
+    work = level[level["name"].str.contains(_STEP_WORK)]
+    if len(work) < 2:
+        return None
+    outside = base - float(work["value"].sum())
+    names = ", ".join(work["name"])
+    return (outside / base, what, f"{backend}: {fmt.seconds(outside)} of {fmt.seconds(base)} "
+            f"step time outside {names}", "the step outside its forward, backward and "
+            "optimizer (loading data, logging, host work)")
+
+
+_LOADING = "loading data"
+
+
+def _input_sources(report: Report) -> list[tuple[float, str, str, str]]:
+    """(share of time in loading data, of what time, evidence, what it is) from every
+    backend that saw it."""
     found = []
     clock = timer(report)
+    outside = _outside_step_work(report, clock[0]) if clock else None
+    if outside is not None:
+        found.append(outside)
     if clock:
         base, what = base_time(report, clock[0])
         regions = totals(report, clock[0], "region")
@@ -47,7 +82,7 @@ def _input_sources(report: Report) -> list[tuple[float, str, str]]:
                                                                 loading["parent"], strict=True))
             found.append((loading["value"].sum() / base, what,
                           f"{clock[0]} regions {names}: {fmt.seconds(loading['value'].sum())} "
-                          f"of {fmt.seconds(base)} {what}"))
+                          f"of {fmt.seconds(base)} {what}", _LOADING))
     frame = report.frame
     ranges = frame[(frame["scope"] == "region") & frame["name"].str.startswith(_DATALOADER_RANGE)
                    & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
@@ -56,7 +91,7 @@ def _input_sources(report: Report) -> list[tuple[float, str, str]]:
         if base > 0:
             loading = rows["value"].sum()
             found.append((loading / base, what, f"{backend} ranges {_DATALOADER_RANGE}…: "
-                          f"{fmt.seconds(loading)} of {fmt.seconds(base)} {what}"))
+                          f"{fmt.seconds(loading)} of {fmt.seconds(base)} {what}", _LOADING))
     functions = report.functions()
     if not functions.empty:
         nexts = functions[functions["name"].str.contains(_DATALOADER_NEXT)]
@@ -65,7 +100,7 @@ def _input_sources(report: Report) -> list[tuple[float, str, str]]:
             loading = nexts["cumulative_time"].max()
             found.append((loading / profiled, "profiled time",
                           f"functions: DataLoader __next__ {fmt.seconds(loading)} cumulative "
-                          f"of {fmt.seconds(profiled)} profiled"))
+                          f"of {fmt.seconds(profiled)} profiled", _LOADING))
     return found
 
 
@@ -73,12 +108,13 @@ def input_bound(report: Report) -> list[Finding]:
     sources = _input_sources(report)
     if not sources:
         return []
-    share, what, _ = max(sources)
+    share, what, _, label = max(sources)
     if share < INPUT_BOUND:
         return []
     return [Finding(
-        "input", f"input-bound: loading data takes {fmt.share(share)} of the {what}",
-        weight=0.5 + share / 2, share=share, evidence="; ".join(text for *_, text in sources),
+        "input", f"input-bound: {label} takes {fmt.share(share)} of the {what}",
+        weight=0.5 + share / 2, share=share,
+        evidence="; ".join(text for _, _, text, _ in sources),
         suggestion="DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
                    "prefetch_factor=2+); decode and augment in the workers or on the device; "
                    "cache what is preprocessed")]
