@@ -145,8 +145,19 @@ def _where_in_regions(report: Report, backend: str) -> list[Finding]:
             "time", f"{path} takes {fmt.share(share)} of the {what}{inside}",
             weight=share, share=share, amount=region["value"], unit="s",
             evidence=f"{backend} region {path}: {fmt.seconds(region['value'])} of "
-                     f"{fmt.seconds(base)}" + (f" (inside {parent})" if parent else "")))
+                     f"{fmt.seconds(base)}" + (f" (inside {parent})" if parent else "")
+                     + _on_device(report, region["name"], region["parent"])))
     return out
+
+
+def _on_device(report: Report, name: str, parent: str) -> str:
+    """What a tracer saw of the same region on the device, for the evidence."""
+    frame = report.frame
+    seen = frame[(frame["scope"] == "region") & (frame["name"] == name)
+                 & (frame["parent"] == parent) & (frame["metric"] == "gpu_time")
+                 & (frame["stat"] == "total")]
+    return "".join(f"; {backend} device time {fmt.seconds(value)}"
+                   for backend, value in seen.groupby("backend")["value"].median().items())
 
 
 def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
