@@ -13,9 +13,10 @@ from profile_all.rows import MEASURED
 
 
 def test_reads_hatchets_recursive_profile(fixtures):
-    rows = pd.DataFrame(read_pstats(fixtures / "pstats" / "cprofile-cycle.pstats"),
-                        columns=MEASURED)
-    assert set(rows["scope"]) == {"function"}
+    every = pd.DataFrame(read_pstats(fixtures / "pstats" / "cprofile-cycle.pstats"),
+                         columns=MEASURED)
+    assert set(every["scope"]) == {"function", "call"}  # the call tree: tests/test_call_tree
+    rows = every[every["scope"] == "function"]
     totals = rows.groupby("metric")["value"].sum()
     # the facts in shared/fixtures/README.md
     assert rows["name"].nunique() == 9

@@ -126,7 +126,12 @@ class Report:
 
     def _table(self, scope: str, metrics: list[str], sort_by: str,
                top: int | None) -> pd.DataFrame:
-        """A row per name of `scope`, largest `sort_by` first (else the last metric)."""
+        """A row per name of `scope`, largest `sort_by` first (else the last metric); made
+        once per frame (every renderer and finding asks)."""
+        table = self._once(f"table:{scope}", lambda: self._whole_table(scope, metrics, sort_by))
+        return table.head(top) if top else table
+
+    def _whole_table(self, scope: str, metrics: list[str], sort_by: str) -> pd.DataFrame:
         rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")]
         if rows.empty:
             return pd.DataFrame(columns=["name", *metrics])
@@ -139,7 +144,7 @@ class Report:
             sort_by = table.columns[-1]
         table = table.sort_values(sort_by, ascending=False).reset_index()
         table.columns.name = None
-        return table.head(top) if top else table
+        return table
 
     def functions(self, top: int | None = None) -> pd.DataFrame:
         """A row per Python function (cProfile), most self time first."""
