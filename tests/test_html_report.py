@@ -41,6 +41,7 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert page.startswith("<!DOCTYPE html>")
     for section in ("summary", "plots", "passes", "functions", "native", "environment"):
         assert f'<section id="{section}">' in page
+    assert page.index('<section id="findings">') < page.index('<section id="plots">')
     # the only script elements are ours: plotly.js, the charts' data, the call that draws,
     # the tables' sorting and filtering
     assert len(re.findall(r"<script", page, re.I)) == 4

@@ -165,13 +165,17 @@ def body(report: Report, with_charts: bool = False,
     if found:
         items = "".join(f"<li>{_text(line)}</li>" for line in found)
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
-    if with_charts:
-        parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
+    tables = []
     for section, table, left_out in shown if shown is not None else sections.shown(report,
                                                                                    top):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
-        parts.append(_section(section.anchor, section.title,
-                              note + _table(table, len(table) + left_out)))
+        tables.append(_section(section.anchor, section.title,
+                               note + _table(table, len(table) + left_out)))
+    if tables and 'id="findings"' in tables[0]:  # the answer first, before the charts
+        parts.insert(2, tables.pop(0))
+    if with_charts:
+        parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
+    parts += tables
     parts.append(f"<script>{_TABLE_JS}</script>")
     return "\n".join(part for part in parts if part)
 
