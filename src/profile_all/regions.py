@@ -122,14 +122,17 @@ class Region:
             listeners = _listeners
             stack.append((path, parent, listeners,
                           [listener.enter(name, parent) for listener in listeners]))
-        if _log is not None:
-            try:
-                append = _log_threads.append
-            except AttributeError:
-                append = _log_append()
-            append(self.code)
-            append(perf_counter())
+        if _log is not None:  # hooks and the log both: the log's enter, as the fast path's
+            self._log_only_enter()
         return self
+
+    def _log_only_enter(self) -> None:
+        try:
+            append = _log_threads.append
+        except AttributeError:
+            append = _log_append()
+        append(self.code)
+        append(perf_counter())
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         if _log_only:
