@@ -71,31 +71,6 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert _chart_data(html.render(pa.load(run_dir)))[2] == memory
 
 
-def test_the_page_draws_in_a_real_browser(run_dir, tmp_path):
-    """Headless Chromium opens the page: plotly.js draws every chart (an SVG each) and the
-    console holds no error."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)")
-    probe = tmp_path / "probe.html"
-    page = (run_dir / "report.html").read_text()
-    count = len(_chart_data(page))
-    probe.write_text(page.replace("</body>", """<script>
-window.onerror = function (message) { document.title = "ERROR " + message; };
-setTimeout(function () {
-  var drawn = document.querySelectorAll('.chart.js-plotly-plot').length;
-  if (!document.querySelectorAll('.chart.js-plotly-plot .main-svg').length) { drawn = 0; }
-  if (document.title.indexOf('ERROR') !== 0) { document.title = 'CHARTS ' + drawn; }
-}, 1500);
-</script></body>"""))
-    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
-    assert title is not None, done.stderr[-2000:]
-    assert title.group(1) == f"CHARTS {count}", title.group(1)  # drawn, each an SVG
-
-
 def _in_chromium(page: str, probe_js: str, tmp_path) -> str:
     """The page's title after `probe_js` ran in headless Chromium (it sets the title)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -107,11 +82,25 @@ window.onerror = function (message) {{ document.title = "ERROR " + message; }};
 {probe_js}
 </script></body>"""))
     done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--virtual-time-budget=3000", "--dump-dom", probe.as_uri()],
+                           "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
                           capture_output=True, text=True, timeout=120)
     title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
     assert title is not None, done.stderr[-2000:]
     return html_module.unescape(title.group(1))
+
+
+def test_the_page_draws_in_a_real_browser(run_dir, tmp_path):
+    """Headless Chromium opens the page: plotly.js draws every chart (an SVG each) and the
+    console holds no error."""
+    page = (run_dir / "report.html").read_text()
+    count = len(_chart_data(page))
+    title = _in_chromium(page, """
+setTimeout(function () {
+  var drawn = document.querySelectorAll('.chart.js-plotly-plot').length;
+  if (!document.querySelectorAll('.chart.js-plotly-plot .main-svg').length) { drawn = 0; }
+  if (document.title.indexOf('ERROR') !== 0) { document.title = 'CHARTS ' + drawn; }
+}, 1500);""", tmp_path)
+    assert title == f"CHARTS {count}", title  # drawn, each an SVG
 
 
 def test_tables_hold_every_row_and_sort_and_filter_in_a_browser(run_dir, tmp_path):
