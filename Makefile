@@ -9,7 +9,7 @@ TORCH_PIN ?= torch==2.13.0
 
 .PHONY: install demo test lint bench gpu-check clean
 
-$(BIN)/profile-all: pyproject.toml
+$(BIN)/profile-all: pyproject.toml setup.py src/profile_all/_region_fast.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_PIN)"
 	$(BIN)/python -m pip install -e ".[test]"

@@ -12,6 +12,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all import region_log
 
 WORKERS = TARGETS / "workers.py"
 EXPECTED = {"dataloader": "dataloader total 506", "spawn": "spawn squares [0, 1, 4, 9, 16]",
@@ -33,6 +34,7 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
         report = pa.load(tmp_path / name)
         assert report.meta["process_start"] == ("fork" if name == "forked"
                                                 else "fresh interpreter")
+        assert report.meta["region_marks"] == region_log.MARKS_IN
         assert list(report.passes()["status"]) == ["ok", "ok"]
         if how == "dataloader":  # 6 batches, a step each, in both passes
             assert list(report.passes()["steps"]) == [6, 6]

@@ -4,14 +4,18 @@ is left open; checked on journals written by hand and on real regions in real th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from array import array
+from pathlib import Path
 
 import pytest
 
 import profile_all as pa
-from profile_all import regions
+from profile_all import region_log, regions
 from profile_all.region_log import RegionLog, read
 
 
@@ -116,3 +120,34 @@ def test_an_unnamed_region_needs_a_name_under_the_log(tmp_path):
             pass
     finally:
         regions.listen(())
+
+
+def test_the_c_extension_is_used_where_it_was_built():
+    """Built by the install where a compiler is found (setup.py): then regions use it."""
+    package = Path(pa.__file__).parent
+    if not list(package.glob("_region_fast*.so")):
+        pytest.skip("the C extension is not built in this tree (no compiler at install, or "
+                    "src/ run without `pip install -e .`): the Python path was tested")
+    if os.environ.get("PROFILE_ALL_NO_EXTENSION"):
+        assert region_log.native is None
+        assert "PROFILE_ALL_NO_EXTENSION" in region_log.MARKS_IN
+    else:
+        assert region_log.native is not None, region_log.MARKS_IN
+        assert region_log.MARKS_IN == "C extension"
+        assert type(pa.region("x")).__mro__[1] is region_log.native.Marks
+
+
+def test_the_python_path_behaves_as_the_c_path():
+    """This module's and test_regions.py's tests again, with the extension switched off
+    (or on, where this run has it off): both paths keep the same behaviour."""
+    env = dict(os.environ)
+    if env.pop("PROFILE_ALL_NO_EXTENSION", None) is None:
+        env["PROFILE_ALL_NO_EXTENSION"] = "1"
+    tests = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+         str(tests / "test_region_log.py"), str(tests / "test_regions.py"),
+         "-k", "not python_path_behaves"],
+        env=env, capture_output=True, text=True, timeout=240, cwd=tests.parent)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout

@@ -13,18 +13,44 @@ as a region exits, the arrays go to a journal in the pass's scratch folder and a
 memory stays bounded on long runs, and a process killed without warning (SIGKILL, the OOM
 killer) leaves every region it closed. A journal record is a JSON header line
 `[thread, count, new_names]`, then `count` raw doubles.
+
+Where the C extension was built (`_region_fast.c`) the arrays are its buffers, not Python
+arrays: `native` is that module, and `flush` drains it. It is used when its clock is
+perf_counter's and PROFILE_ALL_NO_EXTENSION is not set.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import threading
 from array import array
 from pathlib import Path
 from time import perf_counter
+from types import ModuleType
 
 FLUSH_SECONDS = 0.2
+
+
+def _native() -> tuple[ModuleType | None, str]:
+    if os.environ.get("PROFILE_ALL_NO_EXTENSION"):
+        return None, "Python (PROFILE_ALL_NO_EXTENSION is set)"
+    try:
+        # by name: the import graph (tests/test_architecture.py) sees no file for a compiled
+        # module and would count this as an import of the whole package
+        _region_fast = importlib.import_module(__name__.rpartition(".")[0] + "._region_fast")
+    except ImportError:
+        return None, "Python (the C extension was not built: no compiler at install, or not Linux)"
+    before, native, after = perf_counter(), _region_fast.now(), perf_counter()
+    if not before - 1e-3 <= native <= after + 1e-3:
+        return None, "Python (the C extension's clock is not perf_counter's here)"
+    return _region_fast, "C extension"
+
+
+#: the C buffers (`_region_fast`) where they can be used, else None: Python arrays;
+#: MARKS_IN says which, and why (meta.json's `region_marks`)
+native, MARKS_IN = _native()
 
 #: (region name, parent path) -> wall time of each call, seconds
 Samples = dict[tuple[str, str], array]
@@ -43,23 +69,44 @@ class RegionLog:
         self.journal = journal
         self._names = NAMES
         self._names_written = 0
-        self._threads: list[array] = []
+        self._threads: list[array] = []  # without `native`
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        #: when the first region was entered in any thread (it starts the first step)
-        self.first_enter: float | None = None
+        self._first_enter: float | None = None
         #: when the target ended: regions still open are timed up to it
         self.ended_at: float | None = None
         self._samples: Samples | None = None
         self._calls: Calls = []
 
+    def begin(self) -> None:
+        """Regions are logged here from now on (the C buffers of an earlier log are dropped)."""
+        if native is not None:
+            native.reset()
+
+    @property
+    def first_enter(self) -> float | None:
+        """When the first region was entered in any thread (it starts the first step)."""
+        return native.first_enter() if native is not None else self._first_enter
+
     def new_thread(self) -> array:
-        """The calling thread's event array, made at its first region."""
+        """The calling thread's event array, made at its first region (without `native`)."""
         events = array("d")
         self._threads.append(events)
-        if self.first_enter is None:
-            self.first_enter = perf_counter()
+        if self._first_enter is None:
+            self._first_enter = perf_counter()
         return events
+
+    def _batches(self) -> list[tuple[int, bytes]]:
+        """Each thread's events since the last flush, as (thread number, raw doubles)."""
+        if native is not None:
+            return native.drain()
+        batches = []
+        for number, events in enumerate(self._threads):
+            count = len(events)  # other threads only append: the first `count` stay
+            if count:
+                batches.append((number, events[:count].tobytes()))
+                del events[:count]
+        return batches
 
     def flush(self) -> float:
         """Move every thread's events to the journal; returns when the next flush is due."""
@@ -70,14 +117,11 @@ class RegionLog:
             return now + FLUSH_SECONDS
         try:
             chunks = []
+            batches = self._batches()  # first: the names then include every code they hold
             names = self._names[self._names_written:]
-            for number, events in enumerate(self._threads):
-                count = len(events)  # other threads only append: the first `count` stay
-                if not count and not names:
-                    continue
-                header = [number, count, names]
-                chunks += [json.dumps(header).encode() + b"\n", events[:count].tobytes()]
-                del events[:count]
+            for number, events in batches:
+                header = [number, len(events) // 8, names]
+                chunks += [json.dumps(header).encode() + b"\n", events]
                 self._names_written += len(names)
                 names = []
             if chunks:

@@ -7,7 +7,8 @@ and exit reaches each listening backend with the region's name and its parent's 
 ("train_step/forward"), and `step()` reaches their `step()` hook.
 
 A backend that needs only each region's wall time reads it from the pass's `RegionLog`
-instead (region_log.py): the cheapest path, when no backend listens.
+instead (region_log.py): the cheapest path, when no backend listens. Enter and exit are
+in C where the extension was built (`_region_fast.c`), else in `_PythonMarks`.
 
 A backend's `enter(name, parent)` returns a token (a start time, a CUDA event...) that is
 handed back to its `exit(name, parent, token)`, so backends keep no per-thread state of
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any, Protocol
 
-from profile_all.region_log import FLUSH_SECONDS, NAMES, RegionLog
+from profile_all.region_log import FLUSH_SECONDS, NAMES, RegionLog, native
 
 
 class RegionListener(Protocol):
@@ -50,12 +51,16 @@ def listen(listeners: Sequence[RegionListener], steppers: Sequence[Any] = (),
     `step()`), and every region's enter and exit time to `log`; empty sequences and no
     log stop routing."""
     global _listeners, _single, _steppers, _log, _log_only, _log_threads, _flush_due
+    if log is not None and log is not _log:
+        log.begin()
     _listeners = tuple(listeners)
     _single = _listeners[0] if len(_listeners) == 1 else None
     _steppers = (*_listeners, *steppers)
     _log, _log_only = log, log is not None and not _listeners
     _log_threads = threading.local()
     _flush_due = perf_counter() + FLUSH_SECONDS if log is not None else float("inf")
+    if native is not None:
+        native.configure(log is not None, bool(_listeners), _flush_due, _flush)
 
 
 def _log_append() -> Callable[[float], None]:
@@ -65,35 +70,33 @@ def _log_append() -> Callable[[float], None]:
     return append
 
 
-def _flush() -> None:
+def _flush() -> float:
+    """The log to its journal; returns when the next flush is due."""
     global _flush_due
     _flush_due = _log.flush() if _log is not None else float("inf")
+    return _flush_due
 
 
 def _forget_log_in_child() -> None:
     """A forked child (a DataLoader worker) keeps no region times: nobody collects them."""
     global _log, _log_only, _flush_due
     _log, _log_only, _flush_due = None, False, float("inf")
+    if native is not None:
+        native.configure(False, bool(_listeners), _flush_due, _flush)
 
 
 os.register_at_fork(after_in_child=_forget_log_in_child)
 
 
-class Region:
-    """A named region: a context manager, and a decorator (`@pa.region("step")`).
-
-    The hot path is written out inline: on a small VM each extra Python call costs
-    about 0.1 µs, against a budget of 0.5 µs for a whole enter and exit.
+class _PythonMarks:
+    """A region's enter and exit where the C extension (`_region_fast.Marks`, the same
+    paths) is not built. The log-only path is written out inline: on a small VM each extra
+    Python call costs about 0.1 µs, against a budget of 0.5 µs for a whole enter and exit.
     """
 
-    __slots__ = ("code", "name")
+    __slots__ = ("code",)
 
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-        NAMES.append(name or "")
-        self.code = -float(len(NAMES))
-
-    def __enter__(self) -> Region:
+    def __enter__(self) -> Any:
         if _log_only:
             try:
                 append = _log_threads.append
@@ -104,6 +107,52 @@ class Region:
             return self
         if not _listeners:
             return self
+        self._enter_hooks()  # type: ignore[attr-defined]
+        if _log is not None:  # hooks and the log both
+            try:
+                append = _log_threads.append
+            except AttributeError:
+                append = _log_append()
+            append(self.code)
+            append(perf_counter())
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        if _log_only:
+            now = perf_counter()
+            try:
+                _log_threads.append(now)
+            except AttributeError:  # entered before the pass began listening
+                return
+            if now > _flush_due:
+                _flush()
+            return
+        if _log is not None:
+            now = perf_counter()
+            append = getattr(_log_threads, "append", None)
+            if append is not None:  # else entered before the pass began listening
+                append(now)
+            if now > _flush_due:
+                _flush()
+        if _listeners:
+            self._exit_hooks()  # type: ignore[attr-defined]
+
+
+class Region(native.Marks if native is not None else _PythonMarks):  # type: ignore[misc]
+    """A named region: a context manager, and a decorator (`@pa.region("step")`).
+
+    Its enter and exit (in C, or `_PythonMarks`) log their times when the pass keeps a
+    region log and call `_enter_hooks` / `_exit_hooks` when backends listen.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+        NAMES.append(name or "")
+        self.code = -float(len(NAMES))
+
+    def _enter_hooks(self) -> None:
         name = self.name
         try:
             stack = _threads.stack
@@ -122,37 +171,8 @@ class Region:
             listeners = _listeners
             stack.append((path, parent, listeners,
                           [listener.enter(name, parent) for listener in listeners]))
-        if _log is not None:  # hooks and the log both: the log's enter, as the fast path's
-            self._log_only_enter()
-        return self
 
-    def _log_only_enter(self) -> None:
-        try:
-            append = _log_threads.append
-        except AttributeError:
-            append = _log_append()
-        append(self.code)
-        append(perf_counter())
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        if _log_only:
-            now = perf_counter()
-            try:
-                _log_threads.append(now)
-            except AttributeError:  # entered before the pass began listening
-                return
-            if now > _flush_due:
-                _flush()
-            return
-        if not _listeners:
-            return
-        if _log is not None:
-            now = perf_counter()
-            append = getattr(_log_threads, "append", None)
-            if append is not None:
-                append(now)
-            if now > _flush_due:
-                _flush()
+    def _exit_hooks(self) -> None:
         try:
             stack = _threads.stack
         except AttributeError:  # entered in this thread before the pass began listening

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all import backends, environment, validate
+from profile_all import backends, environment, region_log, validate
 from profile_all.report import derived
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
@@ -180,6 +180,7 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
         "process_start": "in this process" if not setup.isolate else
         ("fork" + (", timing repeats: fresh interpreter" if setup.repeat > 1 else ""))
         if forked else "fresh interpreter",
+        "region_marks": region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
         "ranks": sorted({result.rank for result in results}),
         "artifacts": [a for r in results for a in r.artifacts],
     }
