@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -76,3 +79,28 @@ def _refused(result, message: str, cwd) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (cwd / "reports").exists()
+
+
+def test_the_model_is_checked_in_a_forked_child_and_profile_all_never_imports_torch(tmp_path):
+    """The check (build the model, run it once) runs where the passes run: the parent
+    stays free of torch's import, and a check that dies is said, with nothing left."""
+    (tmp_path / "factories.py").write_text(
+        "import os, signal, torch\n"
+        "def small():\n    return torch.nn.Linear(4, 2)\n"
+        "def dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    script = (
+        "import sys, profile_all as pa\n"
+        "report = pa.profile_model('factories.py:small', input_shapes=[(2, 4)], iters=3,\n"
+        "                          warmup=1, backends=['flop-counter'], out='run')\n"
+        "print(report.meta['process_start'], 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["fork", "False"]
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = profile_all("model", "factories.py:dies", "--input-shape", "2,4", cwd=tmp_path,
+                         env={"TMPDIR": str(scratch)})
+    _refused(result, "checking the target failed: its process ended (killed by SIGKILL) "
+                     "before it said anything", tmp_path)
+    assert not list(scratch.glob("profile-all-check-*"))  # its scratch folder is gone

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from profile_all.errors import UsageError
+
 #: bytes enough for one message (a JSON line)
 MESSAGE_BYTES = 1 << 16
 _PR_SET_PDEATHSIG = 1
@@ -83,8 +85,9 @@ class _Lines:
         return json.loads(line.decode())
 
 
-def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
-    """In the forked child: become the pass's worker, as a fresh one would start."""
+def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+    """In the forked child: take the request's descriptors as 0, 1 and 2, its folder and
+    environment, fresh random seeds, as a fresh interpreter would have them."""
     channel.close()
     os.setsid()
     for target, fd in enumerate(fds):
@@ -98,6 +101,11 @@ def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) 
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+    """In the forked child: become the pass's worker, as a fresh one would start."""
+    _become(request, fds, channel)
     sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
     code = 1
     try:
@@ -111,6 +119,33 @@ def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) 
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _check_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+    """In the forked child: check the target (a model is built and run once) and write
+    what was wrong, if anything, to the request's result file: profile-all, which never
+    imports torch itself, raises it."""
+    _become(request, fds, channel)
+    said: dict[str, Any] = {}
+    try:
+        from profile_all.errors import UsageError
+        from profile_all.targets import target_from_spec
+
+        try:
+            target_from_spec(request["check"]).validate()
+        except UsageError as error:
+            said = {"usage": str(error)}
+    except BaseException as error:  # said to profile-all, which raises it
+        import traceback
+
+        traceback.print_exc()
+        said = {"error": f"{type(error).__name__}: {error}"}
+    finally:
+        with contextlib.suppress(Exception):
+            Path(request["result"]).write_text(json.dumps(said))
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0 if not said else 2)
 
 
 def serve(channel: socket.socket, modules: list[str]) -> None:
@@ -128,7 +163,7 @@ def serve(channel: socket.socket, modules: list[str]) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _run_child(request, fds, channel)
+            (_check_child if "check" in request else _run_child)(request, fds, channel)
         for fd in fds:
             os.close(fd)
         _send(channel, {"pid": pid})
@@ -155,6 +190,34 @@ class ForkServer:
             if message is None or "ready" not in message:
                 raise OSError(f"the fork server did not start (exit {self.process.poll()})")
             self._ready = True
+
+    def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
+        """Check a target in a forked child (`ModelTarget.validate`: build the model, run it
+        once), so that profile-all itself never imports torch; its output is ours. Raises
+        the UsageError the check raised there."""
+        self.wait_ready()
+        launch, result = scratch / "check.launch.json", scratch / "check.result.json"
+        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        stdin = _stdin()
+        try:
+            _send(self.channel, {"check": target_spec, "launch": str(launch),
+                                 "result": str(result)}, [stdin, 1, 2])
+        finally:
+            if stdin != 0:
+                os.close(stdin)
+        message = self.lines.read()
+        if message is None or "pid" not in message:
+            raise OSError("the fork server stopped before checking the target")
+        code = ForkedPass(message["pid"], self.lines, None, None).wait()
+        try:
+            said = json.loads(result.read_text())
+        except (OSError, ValueError):
+            ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+            said = {"error": f"its process ended ({ended}) before it said anything"}
+        if "usage" in said:
+            raise UsageError(said["usage"])
+        if "error" in said:  # the user's code failed: bad input too, said in one line
+            raise UsageError(f"checking the target failed: {said['error']}")
 
     def start(self, spec_path: Path, env: dict[str, str]) -> ForkedPass:
         """A pass's worker, forked: its stdout and stderr come back through pipes, its

@@ -7,6 +7,7 @@ import contextlib
 import os
 import shlex
 import signal
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,14 +61,13 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 
 
 def _run(setup: Setup, out: Path | None, stops: process.StopRequests) -> Report:
-    # started first: it imports torch while the target is checked here (a model is built
-    # and run once) and the folder is made
+    # started first: it imports torch while the folder is made
     server = forkserver.ForkServer(
         [*setup.preimport, "profile_all.runner.worker",
          *{cls.__module__ for cls in setup.selection.runnable}],
         dict(os.environ, PYTHONUNBUFFERED="1")) if setup.forked else None
     try:
-        setup.target.validate()
+        _check_target(setup, server)
         passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
                              repeat=setup.repeat)
         run_dir = RunDirectory.create(out, setup.target.label)
@@ -80,6 +80,18 @@ def _run(setup: Setup, out: Path | None, stops: process.StopRequests) -> Report:
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
+
+
+def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
+    """Refuse a bad target before any pass runs. A model is built and run once: in a child
+    forked from the server where there is one (this process then never imports torch,
+    which would cost seconds beside the server's own import on a small machine), else
+    here."""
+    if server is None or not setup.is_model:
+        setup.target.validate()
+        return
+    with tempfile.TemporaryDirectory(prefix="profile-all-check-") as scratch:
+        server.check(setup.target.to_spec(), Path(scratch), dict(os.environ))
 
 
 @dataclass
