@@ -104,3 +104,37 @@ def test_the_model_is_checked_in_a_forked_child_and_profile_all_never_imports_to
     _refused(result, "checking the target failed: its process ended (killed by SIGKILL) "
                      "before it said anything", tmp_path)
     assert not list(scratch.glob("profile-all-check-*"))  # its scratch folder is gone
+
+
+def test_counting_on_the_meta_device(tmp_path):
+    """--count-on meta: the passes of counters that count from shapes build and run the
+    model on the meta device and count what the device would; the others run on it; the
+    report says so. A model that cannot run there fails its pass, saying why."""
+    (tmp_path / "factories.py").write_text(
+        "import torch\n"
+        "class Picky(torch.nn.Linear):\n"
+        "    def forward(self, x):\n"
+        "        return super().forward(x) * float(x.abs().max().item() > 0)\n"
+        "def picky():\n    return Picky(784, 10)\n")
+    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "3",
+                         "--warmup", "1", "-b", "flop-counter", "-b", "thop", "-b",
+                         "flops-profiler", "--count-on", "meta", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    report = pa.load(tmp_path / "run")
+    assert [(p["backends"], p["ran_on"]) for p in report.meta["passes"]] == [
+        ([], "cpu"), (["flop-counter"], "meta"), (["thop"], "meta"), (["flops-profiler"], "cpu")]
+    counted = report.counters().set_index("counter")["flops"]
+    exact = 2 * 16 * (784 * 256 + 256 * 10)  # the mlp's two Linear layers
+    assert counted["flop-counter"] == exact and counted["thop"] == exact
+    assert any("counted on the meta device" in doubt for doubt in report.meta["doubts"])
+
+    result = profile_all("model", "factories.py:picky", "--input-shape", "2,784",
+                         "--iters", "2", "--warmup", "1", "-b", "flop-counter",
+                         "--count-on", "meta", "-o", tmp_path / "picky", cwd=tmp_path)
+    assert result.returncode != 0
+    passes = pa.load(tmp_path / "picky").meta["passes"]
+    assert passes[0]["status"] == "ok" and passes[1]["status"] != "ok"
+    assert "--count-on meta: the model does not run on the meta device" in passes[1]["error"]
+
+    with pytest.raises(pa.UsageError, match="needs a SPEC"):
+        pa.profile_model(torch.nn.Linear(4, 2), input_shapes=[(1, 4)], count_on="meta")

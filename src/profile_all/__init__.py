@@ -152,7 +152,8 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
                   dtype: str | None = None, device: str = "auto", train: bool = False,
                   batch_size: int | str | None = None, warmup: int = 10,
                   iters: int | None = None, budget_seconds: float = 10.0,
-                  max_memory: float | str | None = None, peak_flops: float | None = None,
+                  max_memory: float | str | None = None, count_on: str = "device",
+                  peak_flops: float | None = None,
                   timeout: float | None = None, repeat: int = 1, observer: Any = None,
                   command: Sequence[str] | None = None) -> Any:
     """Benchmark a model and count its FLOPs with every counter; write and return a Report.
@@ -166,6 +167,8 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     backends: default flop-counter, thop and flops-profiler (the benchmark always runs).
     repeat: how many timing passes, spread among the counter passes (fresh processes).
     max_memory: the batch search on CPU stops before this much memory: bytes, or "8G".
+    count_on: "meta" builds and runs the model on the meta device in the passes whose
+    counters count from shapes alone (flop-counter, thop): nothing computed, no weights.
     observer, command: as for `run`.
     """
     from profile_all.runner import orchestrator
@@ -198,7 +201,7 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
         dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,
         budget_seconds=budget_seconds, batch_search=batch_size == "auto",
         max_memory=validate.byte_size("max_memory (--max-memory)", max_memory),
-        live_model=model if live else None)
+        count_on=count_on, live_model=model if live else None)
     return orchestrator.run(target, backend_names=backends, out=out, timeout=timeout,
                             isolate=not live, peak_flops=peak_flops, repeat=repeat,
                             observer=_observer(observer),

@@ -211,6 +211,10 @@ def model(
         help="time forward, backward and an SGD step instead of inference")] = False,
     max_memory: Annotated[str | None, typer.Option(
         help="batch search on CPU: stop before this much memory (8G, 512M)")] = None,
+    count_on: Annotated[str, typer.Option(
+        help="device: count FLOPs where the model is timed; meta: the counters that count "
+        "from shapes alone (flop-counter, thop) build and run the model on the meta device, "
+        "computing nothing (a model too big for this machine)")] = "device",
     peak_flops: Annotated[float | None, typer.Option(
         help="the device's peak FLOP/s, to report the fraction achieved")] = None,
     backend: Annotated[list[str] | None, typer.Option(
@@ -239,7 +243,8 @@ def model(
             spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
             device=device, train=train, warmup=warmup, iters=iters,
             batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,
-            max_memory=max_memory, peak_flops=peak_flops, backends=backend, out=out,
+            max_memory=max_memory, count_on=count_on, peak_flops=peak_flops, backends=backend,
+            out=out,
             timeout=timeout, repeat=repeat, observer=None if quiet else PassProgress(err_console),
             command=sys.argv)
     _finish(report, as_json, quiet)

@@ -91,10 +91,15 @@ class ModelTarget:
     budget_seconds: float = 10.0
     batch_search: bool = False
     max_memory: float | None = None
+    #: "meta": passes whose backends all count from shapes alone build and run the model
+    #: on the meta device (nothing computed, no memory for weights); "device": as timed
+    count_on: str = "device"
     live_model: Any = field(default=None, repr=False)
     facts: dict[str, Any] = field(default_factory=dict)
     #: per-iteration latencies of the last benchmark, as backends' Collected.samples
     samples: list[Any] = field(default_factory=list, repr=False)
+    #: the device the last run() built and ran the model on ("meta" for a count on meta)
+    ran_on: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         """Refuse bad settings when the target is made, from the CLI or the API alike."""
@@ -112,6 +117,11 @@ class ModelTarget:
             validate.whole("iters", self.iters, 1)
         validate.positive("budget_seconds", self.budget_seconds)
         validate.positive("max_memory", self.max_memory)
+        validate.choice("count_on (--count-on)", self.count_on, ("device", "meta"))
+        if self.count_on == "meta" and self.live_model is not None:
+            raise validate.ArgumentValueError(
+                "count_on='meta' builds the model anew on the meta device: it needs a SPEC "
+                "('package.module:factory'), not a live model")
 
     @property
     def label(self) -> str:
@@ -128,14 +138,17 @@ class ModelTarget:
                 "input_shapes": [list(s) for s in self.input_shapes], "dtype": self.dtype,
                 "device": self.device, "train": self.train, "warmup": self.warmup,
                 "iters": self.iters, "budget_seconds": self.budget_seconds,
-                "batch_search": self.batch_search, "max_memory": self.max_memory}
+                "batch_search": self.batch_search, "max_memory": self.max_memory,
+                "count_on": self.count_on}
 
-    def _prepared(self) -> Any:
+    def _prepared(self, on_meta: bool = False) -> Any:
         from profile_all.model import build
 
         if self.dtype not in build.DTYPES:
             raise UsageError(f"dtype (--dtype) must be one of {', '.join(build.DTYPES)}, "
                              f"got {self.dtype!r}")
+        if on_meta:
+            return build.on_meta(self.spec, self.input_shapes, self.dtype, self.train)
         device = build.resolve_device(self.device)
         model = self.live_model if self.live_model is not None else build.build_model(self.spec)
         model = model.to(device=device)
@@ -161,7 +174,16 @@ class ModelTarget:
         from profile_all.model import benchmark
 
         self.samples = []
-        work, device = self._prepared()
+        work, device = self._prepared(on_meta=mode == "meta")
+        self.ran_on = str(device)
+        if mode == "meta":
+            try:
+                work.marked()
+            except Exception as error:
+                raise RuntimeError(f"--count-on meta: the model does not run on the meta "
+                                   f"device ({type(error).__name__}: {error}); count on the "
+                                   "device instead") from error
+            return []
         if mode != "bench":
             work.marked()
             return []

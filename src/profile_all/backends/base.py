@@ -113,6 +113,9 @@ class Backend:
     #: it needs no more of a region than its wall time, read from `ctx.region_log` at
     #: collect, rather than its `enter`/`exit` hooks: the cheapest path for the target
     region_times: bool = False
+    #: it counts from shapes alone, so a model's pass may run on the meta device for it
+    #: (`--count-on meta`: nothing computed, no memory for weights)
+    counts_on_meta: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})

@@ -119,6 +119,7 @@ class FlopCounter(Backend):
     facts = Facts(counts_flops=True, exact=True)
     kind = "counter"
     measures = "exact FLOPs per operator, module and step, forward and backward"
+    counts_on_meta = True
     imports = ("torch",)
 
     def start(self, ctx: PassContext) -> None:

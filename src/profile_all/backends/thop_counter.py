@@ -30,6 +30,7 @@ class Thop(RootCounter):
     facts = Facts(counts_flops=True, forward_only=True, unplaced_at_root=True)
     measures = "MACs and parameters per root module and per layer (forward)"
     requires = (("thop", "ultralytics-thop"),)
+    counts_on_meta = True
 
     def count(self, name: str, copy: Any, args: tuple) -> list[list[Any]]:
         import thop

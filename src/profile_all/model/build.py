@@ -87,6 +87,26 @@ def resolve_device(device: str) -> Any:
     return torch.device(device)
 
 
+def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool) -> Any:
+    """(Work, device) with the model built and its inputs made on the meta device: run, it
+    computes nothing and holds no weights; FLOP counters count from the shapes alone."""
+    import torch
+
+    meta = torch.device("meta")
+    try:
+        with meta:
+            model = build_model(spec)
+        model = model.to(device=meta, dtype=getattr(torch, dtype))
+        inputs = [torch.empty(shape, dtype=getattr(torch, dtype), device=meta)
+                  for shape in shapes]
+        return Work(model, inputs, train), meta
+    except UsageError:
+        raise
+    except Exception as error:
+        raise UsageError(f"--count-on meta: {spec} cannot be built on the meta device: "
+                         f"{type(error).__name__}: {error}") from None
+
+
 def make_inputs(shapes: list[tuple[int, ...]], dtype: str, device: Any,
                 batch_size: int | None = None) -> list[Any]:
     """Random inputs made on the device (no copy in the timed work); integer models take

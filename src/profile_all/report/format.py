@@ -46,8 +46,17 @@ def size(value: Any) -> str:
     return _scaled(value, (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)), "B", 1, ".0f")
 
 
-def giga(value: Any) -> str:
-    return "" if _missing(value) else f"{value / 1e9:.3g}"
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si(value: Any) -> str:
+    """A count with an SI prefix and three figures: `52.6 M`, `655 k`, `12`."""
+    if _missing(value):
+        return ""
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g}"
 
 
 def bandwidth(value: Any) -> str:

@@ -57,10 +57,11 @@ def _text(value: object) -> str:
 _TABLE_JS = """
 (function () {
   var scale = {ns: 1e-9, 'µs': 1e-6, ms: 1e-3, s: 1, B: 1, KiB: 1024, MiB: 1048576,
-               GiB: 1073741824, '%': 0.01, x: 1};
+               GiB: 1073741824, '%': 0.01, x: 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15};
+  var figure = new RegExp(/^\\s*([+-]?[\\d,]*\\.?\\d+(?:e[+-]?\\d+)?)\\s*/.source +
+                          /(ns|µs|ms|s|B|KiB|MiB|GiB|%|x|k|M|G|T|P)?\\b/.source);
   function key(text) {
-    var m = /^\\s*([+-]?[\\d,]*\\.?\\d+(?:e[+-]?\\d+)?)\\s*(ns|µs|ms|s|B|KiB|MiB|GiB|%|x)?\\b/
-      .exec(text);
+    var m = figure.exec(text);
     if (!m) { return [1, text.toLowerCase()]; }
     return [0, parseFloat(m[1].replace(/,/g, '')) * (scale[m[2]] || 1)];
   }

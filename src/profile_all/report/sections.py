@@ -52,7 +52,7 @@ SECTIONS = (
                  "and the slowest rank."),
     Section("functions", "Functions by self time (cProfile)", tables.functions_table,
             long=True),
-    Section("operators", "Operators (torch.profiler)", tables.operators_table, long=True),
+    Section("operators", "Operators", tables.operators_table, long=True),
     Section("kernels", "Kernels by device time", tables.kernels_table, long=True),
     Section("transfers", "Device copies and fills", tables.transfers_table, long=True),
     Section("api", "CUDA API calls by host time", tables.api_table, long=True),

@@ -119,7 +119,7 @@ def operators_table(report: Report) -> pd.DataFrame:
     return _shown(report.operators(), "operator", [
         ("calls", "calls", fmt.count), ("cpu_time", "CPU total", fmt.seconds),
         ("self_time", "CPU self", fmt.seconds), ("gpu_time", "device total", fmt.seconds),
-        ("self_gpu_time", "device self", fmt.seconds), ("flops", "GFLOP", fmt.giga)])
+        ("self_gpu_time", "device self", fmt.seconds), ("flops", "FLOP", fmt.si)])
 
 
 def kernels_table(report: Report) -> pd.DataFrame:

@@ -114,11 +114,22 @@ def _window(setup: Setup, run_pass: Pass) -> int | None:
     return min((limit for limit in limits if limit is not None), default=None)
 
 
+def _mode(setup: Setup, run_pass: Pass) -> str:
+    """How the pass runs its target: `bench` (the timing pass of a model), `meta` (a model's
+    pass whose backends all count from shapes, under --count-on meta), else `once`."""
+    if run_pass.timing:
+        return "bench"
+    if getattr(setup.target, "count_on", "device") == "meta" and run_pass.backends and all(
+            backends.load(name).counts_on_meta for name in run_pass.backends):
+        return "meta"
+    return "once"
+
+
 def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> PassSpec:
     timed = [s for s in ran.summaries if s["timing"] and s.get("step_source")]
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
-        mode="bench" if run_pass.timing else "once", target=setup.target.to_spec(),
+        mode=_mode(setup, run_pass), target=setup.target.to_spec(),
         options=setup.options, preimport=setup.preimport,
         distributed=setup.launch.distributed, parent_pid=os.getpid(),
         artifacts_dir=str(run_dir.artifacts.resolve()),

@@ -65,6 +65,7 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
         "steps": max(steps) if steps else None,
         "window": max((r.window for r in results if r.window), default=None),
         "step_source": next((r.step_source for r in results if r.step_source), ""),
+        "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
         "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
                  f"artifacts/pass{run_pass.index}.stderr.log"]}

@@ -205,6 +205,7 @@ class PassRun:
             self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
             samples, artifacts, self.failures, world_size=self.ctx.world_size,
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
+            ran_on=getattr(self.target, "ran_on", ""),
             children={"cpu_time": self._children_during}, timeline=timeline,
             **self.clock.facts())
         return self._result

@@ -89,6 +89,8 @@ class PassResult:
     timeline: list[list[Any]] = dataclasses.field(default_factory=list)
     #: made from the journals of a worker that died without writing its result
     recovered: bool = False
+    #: the device a model ran on in this pass ("meta" under --count-on meta); "" for a script
+    ran_on: str = ""
 
     def to_json(self) -> bytes:
         return orjson.dumps(dataclasses.asdict(self), option=orjson.OPT_SERIALIZE_NUMPY)

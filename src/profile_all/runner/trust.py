@@ -111,7 +111,20 @@ def doubts(passes: list[dict[str, Any]], results: list[PassResult],
                 f"the clean pass ({summary['overhead']:.2f}x, interval "
                 f"{summary['overhead_low']:.2f}-{summary['overhead_high']:.2f}): that is "
                 "noise or different work, not a speed-up")
-    return found + _windows(passes) + _model_timing(results) + _children(results, in_process)
+    return found + _windows(passes) + _on_meta(passes) + _model_timing(results) + \
+        _children(results, in_process)
+
+
+def _on_meta(passes: list[dict[str, Any]]) -> list[str]:
+    """One sentence on the passes that counted on the meta device (--count-on meta)."""
+    counted = [p for p in passes if p.get("ran_on") == "meta"]
+    if not counted:
+        return []
+    numbers = ", ".join(f"{p['pass']} ({'+'.join(p['backends'])})" for p in counted)
+    return [f"pass{'es' if len(counted) > 1 else ''} {numbers} counted on the meta device "
+            "(--count-on meta): nothing was computed, and operators dispatch as on no real "
+            "device, so per-operator names and attention's FLOPs can differ from a run on "
+            "the device (nn.MultiheadAttention: the math path's bmm, not the fused kernel)"]
 
 
 def _windows(passes: list[dict[str, Any]]) -> list[str]:
