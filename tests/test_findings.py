@@ -242,6 +242,18 @@ def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     assert max(len(line) for line in shown.splitlines()) <= 80
     summary = (slow_input.run_dir / "summary.md").read_text()
     assert summary.index("## Findings") < summary.index("## Passes")
+    assert "loads in the main process (num_workers=0)" in found["try"].iloc[0]
+
+
+def test_a_slow_input_with_workers_is_told_about_its_workers(tmp_path):
+    """With num_workers=2 the advice is not to add workers as if there were none."""
+    report = pa.run(TARGETS / "slow_input.py", ["workers"], backends=["wallclock", "cprofile"],
+                    out=tmp_path / "run")
+    found = report.findings()
+    assert found["rule"].iloc[0] == "input", found.to_dict("records")
+    assert found["try"].iloc[0].startswith("the DataLoader's workers do not keep up")
+    waits = found[found["finding"].str.contains("select.poll")]  # the main process waiting
+    assert waits.empty or "blocked, not computing" in waits["finding"].iloc[0]
 
 
 def _device_intervals(path):

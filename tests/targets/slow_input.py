@@ -1,6 +1,6 @@
 """A plain training loop whose input is slow (each sample takes 1.5 ms to "decode"), with
 no profile-all marks: its steps are found through optimizer.step(). argv[1]: "fast" makes
-the input free."""
+the input free; "workers" loads in two DataLoader workers (still slower than the step)."""
 
 import sys
 import time
@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 DECODE_SECONDS = 0.0 if sys.argv[1:] == ["fast"] else 0.0015
+WORKERS = 2 if sys.argv[1:] == ["workers"] else 0
 
 
 class Slow(Dataset):
@@ -24,7 +25,7 @@ class Slow(Dataset):
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-for inputs, labels in DataLoader(Slow(), batch_size=8):
+for inputs, labels in DataLoader(Slow(), batch_size=8, num_workers=WORKERS):
     loss = torch.nn.functional.cross_entropy(model(inputs), labels)
     optimizer.zero_grad()
     loss.backward()

@@ -104,6 +104,28 @@ def _input_sources(report: Report) -> list[tuple[float, str, str, str]]:
     return found
 
 
+#: names only a DataLoader with workers (num_workers > 0) runs in the main process: its
+#: iterator's class in torch.profiler's range, the queue read in cProfile's functions
+_WITH_WORKERS = re.compile(r"_MultiProcessingDataLoaderIter|dataloader\.py:\d+\(_try_get_data\)")
+#: and only one without: the samples are fetched in the main process
+_WITHOUT_WORKERS = re.compile(r"_SingleProcessDataLoaderIter|fetch\.py:\d+\(fetch\)")
+
+
+def _input_suggestion(report: Report) -> str:
+    """What to try, by whether the DataLoader already had workers (when the names say)."""
+    names = pd.Series(report.frame["name"].unique(), dtype=str)
+    if names.str.contains(_WITH_WORKERS).any():
+        return ("the DataLoader's workers do not keep up: more of them (num_workers), less "
+                "work per sample in them (decode and augment on the device, cache what is "
+                "preprocessed), pin_memory=True, persistent_workers=True, prefetch_factor=2+")
+    if names.str.contains(_WITHOUT_WORKERS).any():
+        return ("the DataLoader loads in the main process (num_workers=0): DataLoader("
+                "num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2+)")
+    return ("DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
+            "prefetch_factor=2+); decode and augment in the workers or on the device; "
+            "cache what is preprocessed")
+
+
 def input_bound(report: Report) -> list[Finding]:
     sources = _input_sources(report)
     if not sources:
@@ -115,9 +137,7 @@ def input_bound(report: Report) -> list[Finding]:
         "input", f"input-bound: {label} takes {fmt.share(share)} of the {what}",
         weight=0.5 + share / 2, share=share,
         evidence="; ".join(text for _, _, text, _ in sources),
-        suggestion="DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
-                   "prefetch_factor=2+); decode and augment in the workers or on the device; "
-                   "cache what is preprocessed")]
+        suggestion=_input_suggestion(report))]
 
 
 def _where_in_regions(report: Report, backend: str) -> list[Finding]:
@@ -160,9 +180,18 @@ def _on_device(report: Report, name: str, parent: str) -> str:
                    for backend, value in seen.groupby("backend")["value"].median().items())
 
 
+#: functions whose self time is a wait for work done elsewhere (other threads, processes
+#: such as DataLoader workers, the device), as cProfile names them
+_WAITS = re.compile(r"\{(?:method '(?:poll|select|acquire|wait|recv\w*|get)' of '"
+                    r"(?:select\.\w+|_thread\.\w+|_queue\.\w+|_socket\.socket|"
+                    r"_multiprocessing\.\w+)' objects|built-in method (?:time\.sleep|"
+                    r"select\.select|posix\.(?:read|waitpid)))\}")
+
+
 def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
     """Without regions: the operators (or functions) with most self time, as a share of
-    their own pass's step time (else of all their self time)."""
+    their own pass's step time (else of all their self time). A function that only waits
+    (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
     frame = report.frame
     rows = frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
                  & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)]
@@ -175,10 +204,15 @@ def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
         for name, seconds in self_times.sort_values(ascending=False).head(3).items():
             share = seconds / base if base > 0 else 0.0
             if share >= WORTH_NAMING:
+                waits = kind == "function" and _WAITS.search(name) is not None
                 out.append(Finding(
                     "time", f"{kind} {name}: {fmt.share(share)} of the {what}"
-                    + ("" if "self" in what else ", in itself"),
-                    weight=share * 0.9, share=share, amount=seconds, unit="s",
+                    + ("" if "self" in what else ", in itself")
+                    + (", blocked, not computing (waiting on other threads or processes "
+                       "such as DataLoader workers, on the device, or sleeping)"
+                       if waits else ""),
+                    weight=share * (0.3 if waits else 0.9), share=share, amount=seconds,
+                    unit="s",
                     evidence=f"{backend} {kind}s: {fmt.seconds(seconds)} self of "
                              f"{fmt.seconds(base)} {what}"))
     return out
