@@ -1,10 +1,11 @@
 """report.html: the whole report as one self-contained page that works offline.
 
 Every string that came from the user or the target (script, arguments, regions, functions,
-operators, errors) is escaped: tables through pandas' escaping `to_html`, everything else
-through `_text`. The charts are Plotly figures (charts.py) drawn in the browser by
-plotly.js, inlined once (no CDN): their data is JSON in a `<script type="application/json">`
-with every `<` written as a JSON escape, so no name can end the element or open another.
+operators, errors) is escaped through `_text`, table cells too (written here: pandas'
+`to_html` took a third of a report's write). The charts are Plotly figures (charts.py)
+drawn in the browser by plotly.js, inlined once (no CDN): their data is JSON in a `<script
+type="application/json">` with every `<` written as a JSON escape, so no name can end the
+element or open another.
 """
 
 from __future__ import annotations
@@ -99,20 +100,25 @@ _TABLE_JS = """
 """
 
 
+def _cell(value: object) -> str:
+    return "" if value is None or (isinstance(value, float) and value != value) \
+        else _text(value)
+
+
 def _table(frame: pd.DataFrame, total: int | None = None) -> str:
     """Every row, sortable by any column and filtered by the box above it."""
     if frame.empty:
         return ""
-    shown = frame.copy()
-    shown.columns = [str(column).replace("\n", " ") for column in shown.columns]
     note = ""
-    if total is not None and total > len(shown):
-        note = f"<p>Top {len(shown)} of {total} rows.</p>"
-    table = shown.to_html(index=False, escape=True, border=0, na_rep="",
-                          classes="sortable")
-    return (f'<input class="filter" type="search" placeholder="filter these {len(shown):,} '
-            f'rows" aria-label="filter rows">'
-            f'<div class="scroll">{table}</div>{note}')
+    if total is not None and total > len(frame):
+        note = f"<p>Top {len(frame)} of {total} rows.</p>"
+    head = "".join(f"<th>{_text(str(column).replace(chr(10), ' '))}</th>"
+                   for column in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(value)}</td>" for value in row) + "</tr>\n"
+                   for row in frame.itertuples(index=False, name=None))
+    return (f'<input class="filter" type="search" placeholder="filter these {len(frame):,} '
+            f'rows" aria-label="filter rows"><div class="scroll"><table class="sortable">'
+            f"<thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table></div>{note}")
 
 
 def plotly_js() -> str | None:

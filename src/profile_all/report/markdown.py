@@ -28,11 +28,23 @@ def _code(value: object) -> str:
     return f"`{text}`" if not set(text) & set("`<>&") else _text(text)
 
 
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return _text(value).replace("|", "\\|")
+
+
 def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
-    escaped = frame.map(lambda cell: _text(cell).replace("|", "\\|"))
-    escaped.columns = [_text(column) for column in frame.columns]
+    """A pipe table, its columns padded to one width so that it reads as plain text too."""
+    rows = [[_cell(column) for column in frame.columns]]
+    rows += [[_cell(value) for value in row] for row in frame.itertuples(index=False, name=None)]
+    widths = [max(3, *(len(row[index]) for row in rows)) for index in range(len(rows[0]))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                      strict=True)) + " |"
+             for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
     note = f"\n\n{left_out:,} more rows not shown." if left_out else ""
-    return escaped.to_markdown(index=False) + note
+    return "\n".join(lines) + note
 
 
 def render(report: Report, top: int = TOP,
