@@ -81,6 +81,9 @@ def test_the_gate_refuses_runs_of_one_timing_pass(runs, tmp_path):
     assert [row["basis"] for row in rows if row["name"] != "extra"] == ["3+1 runs"] * 2
     extra = [row for row in rows if row["name"] == "extra"]  # a region new in B: shown
     assert len(extra) == 1 and extra[0]["verdict"] == "only in B (new)"
+    as_md = profile_all("compare", runs["base"], single, "--format", "md").stdout.splitlines()
+    assert as_md[0].startswith("| ") and set(as_md[1]) == {"|", "-"}
+    assert len(as_md) == len(json.loads(shown.stdout)) + 2  # a line per row, under the head
 
 
 def _refused(done, message):

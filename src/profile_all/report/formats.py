@@ -53,7 +53,7 @@ def render_compare(table: pd.DataFrame, format: str, stream: TextIO, caption: st
         if caption:
             console.print(caption, highlight=False)
     elif format == "md":
-        print(tables.compare_table(table).to_markdown(index=False), file=stream)
+        print(markdown.pipe_table(tables.compare_table(table)), file=stream)
     elif format == "csv":
         table.to_csv(stream, index=False)
     else:

@@ -34,7 +34,7 @@ def _cell(value: object) -> str:
     return _text(value).replace("|", "\\|")
 
 
-def _table(frame: pd.DataFrame, left_out: int = 0) -> str:
+def pipe_table(frame: pd.DataFrame, left_out: int = 0) -> str:
     """A pipe table, its columns padded to one width so that it reads as plain text too."""
     rows = [[_cell(column) for column in frame.columns]]
     rows += [[_cell(value) for value in row] for row in frame.itertuples(index=False, name=None)]
@@ -61,5 +61,5 @@ def render(report: Report, top: int = TOP,
     for section, table, left_out in shown if shown is not None else sections.shown(report,
                                                                                    top):
         note = [_text(section.note), ""] if section.note else []
-        out += [f"## {_text(section.title)}", "", *note, _table(table, left_out), ""]
+        out += [f"## {_text(section.title)}", "", *note, pipe_table(table, left_out), ""]
     return "\n".join(out)
