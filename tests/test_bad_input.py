@@ -108,3 +108,24 @@ def test_view_of_a_run_without_cprofile(tmp_path):
     result = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "-o", tmp_path / "r")
     assert result.returncode == 0
     _refused(profile_all("view", tmp_path / "r", "--no-browser"), "has no cProfile file")
+
+
+def test_view_of_an_ingested_folder(tmp_path):
+    """`view` on an ingested run opens the pstats file it read; without one it says so
+    (and does not tell the user to run a backend: nothing was run)."""
+    import cProfile
+
+    from profile_all.view import profile_file
+
+    stats = tmp_path / "made_here.prof"
+    cProfile.run("sum(range(1000))", str(stats))
+    ingested = profile_all("ingest", stats, "-o", tmp_path / "from_pstats")
+    assert ingested.returncode == 0, ingested.stderr
+    assert "exit code 0, 1 file read" in ingested.stdout + ingested.stderr  # not "0 passes"
+    assert profile_file(tmp_path / "from_pstats") == stats.resolve()
+    trace = tmp_path / "made_here.pt.trace.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
+                     '"pid": 1, "tid": 1, "ts": 0, "dur": 5}]}')
+    assert profile_all("ingest", trace, "-o", tmp_path / "from_trace").returncode == 0
+    _refused(profile_all("view", tmp_path / "from_trace", "--no-browser"),
+             "none of the files it was ingested from is a pstats file")

@@ -97,9 +97,11 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
 def headline(report: Report, console: Console) -> None:
     """Status and passes, then the top findings with a bar for their share and what to try."""
     meta = report.meta
-    passes = meta.get("passes", [])
+    passes, sources = meta.get("passes", []), meta.get("sources", [])
+    ran = f"{len(passes)} pass{'es' if len(passes) != 1 else ''}" if passes or not sources \
+        else f"{len(sources)} file{'s' if len(sources) != 1 else ''} read"  # ingested
     console.print(Text(f"profile-all: {meta.get('status')}, exit code {meta.get('exit_code')}"
-                       f", {len(passes)} pass{'es' if len(passes) != 1 else ''}", style="bold"))
+                       f", {ran}", style="bold"))
     found = report.findings()
     for number, one in enumerate(found.head(HEADLINE).to_dict("records"), start=1):
         share = one["share"]
