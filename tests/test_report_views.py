@@ -85,3 +85,21 @@ def test_an_empty_report_renders_without_a_section():
     assert sections.shown(report, 10) == []
     assert "<section" not in html.body(report)
     assert "## " not in markdown.render(report)
+
+
+def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
+    """At 80 columns two kernel names that differ in their middle stay different, and rows
+    whose figures were all in left-out columns are counted, not shown blank."""
+    from profile_all.report.terminal import _fitted
+
+    kernel = ("void at::native::vectorized_elementwise_kernel<4, at::native::{}Functor<float>, "
+              "std::array<char*, 3> >(int, at::native::{}Functor<float>, std::array<char*, 3>)")
+    frame = pd.DataFrame({
+        "name": [kernel.format("Add", "Add"), kernel.format("Mul", "Mul"), "aten::mm"],
+        "device time": ["1.2 ms", "0.8 ms", ""],
+        **{f"profiler {n}": ["", "", "34,406,400 (measured)"] for n in range(4)}})
+    fitted, dropped = _fitted(frame, 50)
+    assert fitted["name"].nunique() == 2 and "aten::mm" not in set(fitted["name"])
+    assert "Add" in fitted["name"].iloc[0] and "Mul" in fitted["name"].iloc[1]
+    assert max(map(len, fitted["name"])) <= 50
+    assert dropped[-1] == "1 row with figures only there"

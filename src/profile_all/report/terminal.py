@@ -35,6 +35,44 @@ def elide(text: str, width: int) -> str:
     return text[:(keep + 1) // 2] + "…" + text[len(text) - keep // 2:]
 
 
+def _elided_apart(names: pd.Series, width: int) -> pd.Series:
+    """Each name cut in the middle to `width`; names that different texts cut to the same
+    one (kernels that differ in their middle) are cut elsewhere, keeping more of the start
+    or of the end, until they differ, else numbered."""
+    cut = names.map(lambda name: elide(name, width))
+    keep = width - 1
+    for _shown, group in cut.groupby(cut, sort=False):
+        originals = names[group.index]
+        if originals.nunique() < 2:
+            continue
+        for head in sorted(range(1, keep), key=lambda h: abs(h - (keep + 1) // 2)):
+            tried = originals.map(lambda name, head=head: name if len(name) <= width else
+                                  name[:head] + "…" + name[len(name) - (keep - head):])
+            if tried.nunique() == originals.nunique():
+                cut[group.index] = tried
+                break
+        else:
+            cut[group.index] = _where_they_differ(originals, width)
+    return cut
+
+
+def _where_they_differ(names: pd.Series, width: int) -> list[str]:
+    """Names that differ in their middle, as their start and the part where they begin to
+    differ (`void at::…AddFunctor<float>…`); numbered where even that is the same."""
+    unique = list(names.unique())
+    differ_at = next((at for at, chars in enumerate(zip(*unique, strict=False))
+                      if len(set(chars)) > 1),
+                     min(map(len, unique)))
+    head = width // 3
+    window = width - head - 2
+    start = max(head, differ_at - window // 3)
+    shown = [name[:head] + "…" + name[start:start + window] + "…" for name in names]
+    if len(set(shown)) == names.nunique():
+        return shown
+    number = {name: n for n, name in enumerate(names.unique(), start=1)}
+    return [elide(name, width - 4) + f" [{number[name]}]" for name in names]
+
+
 def _figures(values: pd.Series) -> bool:
     """Mostly figures (`1.2 ms`, `2.44x (1.66-3.00)`, `34,406,400 (measured)`): never cut."""
     shown = values[values.str.strip() != ""]
@@ -62,13 +100,17 @@ def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[
     while len(columns) > 2 and total(columns) > width:
         dropped.append(" ".join(str(columns.pop()).split()))
     frame = frame[columns].copy()
+    blank = frame[columns[1:]].apply(lambda column: column.str.strip().eq("")).all(axis=1)
+    if dropped and blank.any() and not blank.all():  # their figures are all left out
+        frame = frame[~blank]
+        dropped.append(f"{int(blank.sum())} row{'s' if blank.sum() > 1 else ''} with figures "
+                       "only there")
     long = [c for c in columns if c in text]
     if long:
         room = NAME_MIN + (width - total(columns)) // len(long)
         for position, column in enumerate(long):  # a name: both ends; else its start
-            frame[column] = frame[column].map(
-                lambda v, name=position == 0: elide(v, room) if name else
-                v if len(v) <= room else v[:room - 1] + "…")
+            frame[column] = _elided_apart(frame[column], room) if position == 0 else \
+                frame[column].map(lambda v: v if len(v) <= room else v[:room - 1] + "…")
     frame.columns = ["\n".join(textwrap.wrap(str(c), max(needed[c], 1),
                                              break_long_words=False,
                                              break_on_hyphens=False)) or str(c)
