@@ -1,4 +1,4 @@
-"""A plain training loop whose input is slow (each sample takes 1.5 ms to "decode"), with
+"""A plain training loop whose input is slow (each sample takes 3 ms to "decode"), with
 no profile-all marks: its steps are found through optimizer.step(). argv[1]: "fast" makes
 the input free; "workers" loads in two DataLoader workers (still slower than the step)."""
 
@@ -9,9 +9,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 WORKERS = 2 if sys.argv[1:] == ["workers"] else 0
-# with workers a sample takes 4x longer: two workers then deliver a batch in 24 ms, still
-# far slower than a step even on a loaded machine (a sleep does not slow with the load)
-DECODE_SECONDS = 0.0 if sys.argv[1:] == ["fast"] else 0.006 if WORKERS else 0.0015
+# 24 ms of input a step against ~1.5 ms of compute: still the bottleneck when a loaded
+# machine slows the compute tenfold (a sleep does not slow with the load); with workers a
+# sample takes 2x longer, and two workers deliver a batch in 24 ms
+DECODE_SECONDS = 0.0 if sys.argv[1:] == ["fast"] else 0.006 if WORKERS else 0.003
 
 
 class Slow(Dataset):
@@ -25,6 +26,7 @@ class Slow(Dataset):
 
 
 torch.manual_seed(0)
+torch.set_num_threads(1)  # a small model: more threads only contend with a parallel test run
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 for inputs, labels in DataLoader(Slow(), batch_size=8, num_workers=WORKERS):
