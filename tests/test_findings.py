@@ -239,10 +239,12 @@ def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     console = Console(file=io.StringIO(), width=80)
     render(slow_input, console)
     shown = console.file.getvalue()
+    assert shown.splitlines()[0].endswith("3 passes, 40 steps, each an optimizer.step()")
     assert shown.splitlines()[1].startswith("1. ") and "input-bound" in shown.splitlines()[1]
     assert max(len(line) for line in shown.splitlines()) <= 80
     summary = (slow_input.run_dir / "summary.md").read_text()
     assert summary.index("## Findings") < summary.index("## Passes")
+    assert "exit code 0; 40 steps, each an optimizer.step()." in summary
     assert "loads in the main process (num_workers=0)" in found["try"].iloc[0]
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 import pandas as pd
 
-from profile_all.report import charts, sections
+from profile_all.report import charts, sections, tables
 from profile_all.report.problems import problems
 
 if TYPE_CHECKING:
@@ -164,25 +164,28 @@ def body(report: Report, with_charts: bool = False,
     target = meta.get("target", {})
     status = meta.get("status", "?")
     css_class = "status-ok" if status == "complete" else "status-bad"
+    steps = tables.steps_line(report)
     parts = [f"<h1>profile-all: <code>{_text(target.get('command', ''))}</code></h1>",
              f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
-             f"{_text(meta.get('exit_code'))}. Run directory: "
+             f"{_text(meta.get('exit_code'))}"
+             f"{_text('; ' + steps) if steps else ''}. "
+             "Run directory: "
              f"<code>{_text(report.run_dir or '(not saved)')}</code></p>"]
     found = problems(report)
     if found:
         items = "".join(f"<li>{_text(line)}</li>" for line in found)
         parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
-    tables = []
+    rendered = []
     for section, table, left_out in shown if shown is not None else sections.shown(report,
                                                                                    top):
         note = f"<p>{_text(section.note)}</p>" if section.note else ""
-        tables.append(_section(section.anchor, section.title,
-                               note + _table(table, len(table) + left_out)))
-    if tables and 'id="findings"' in tables[0]:  # the answer first, before the charts
-        parts.insert(2, tables.pop(0))
+        rendered.append(_section(section.anchor, section.title,
+                                 note + _table(table, len(table) + left_out)))
+    if rendered and 'id="findings"' in rendered[0]:  # the answer first, before the charts
+        parts.insert(2, rendered.pop(0))
     if with_charts:
         parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
-    parts += tables
+    parts += rendered
     parts.append(f"<script>{_TABLE_JS}</script>")
     return "\n".join(part for part in parts if part)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import sections
+from profile_all.report import sections, tables
 from profile_all.report.problems import problems
 
 if TYPE_CHECKING:
@@ -53,8 +53,10 @@ def render(report: Report, top: int = TOP,
     (`shown`: the sections' tables, when the caller made them already)."""
     meta = report.meta
     target = meta.get("target", {})
+    steps = tables.steps_line(report)
     out = [f"# profile-all: {_code(target.get('command', ''))}", "",
-           f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}.", ""]
+           f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}"
+           f"{_text('; ' + steps) if steps else ''}.", ""]
     found = problems(report)
     if found:
         out += ["## Problems", "", *[f"- {_text(line)}" for line in found], ""]

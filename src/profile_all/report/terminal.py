@@ -142,6 +142,8 @@ def headline(report: Report, console: Console) -> None:
     passes, sources = meta.get("passes", []), meta.get("sources", [])
     ran = f"{len(passes)} pass{'es' if len(passes) != 1 else ''}" if passes or not sources \
         else f"{len(sources)} file{'s' if len(sources) != 1 else ''} read"  # ingested
+    steps = tables.steps_line(report)
+    ran += f", {steps}" if steps else ""
     console.print(Text(f"profile-all: {meta.get('status')}, exit code {meta.get('exit_code')}"
                        f", {ran}", style="bold"))
     found = report.findings()
