@@ -53,3 +53,16 @@ def test_shell_completion_completes_commands_and_options():
     done = subprocess.run([sys.executable, "-m", "profile_all"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.stdout.split() == ["--pass-steps"], done.stderr
+
+
+def test_help_reads_at_80_columns():
+    """Each option once (a flag without its --no- twin), its help on a line of its own
+    beside it, within 80 columns, whatever terminal the help is read in."""
+    done = profile_all("run", "--help", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "--no-" not in done.stdout
+    fresh = next(line for line in lines if line.lstrip().startswith("--fresh-processes"))
+    assert "a fresh interpreter for every pass" in fresh
+    assert any(line.lstrip().startswith("--timeout SECONDS  ") for line in lines)

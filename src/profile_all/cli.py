@@ -25,6 +25,7 @@ from profile_all import cli_files
 from profile_all.errors import UsageError
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Profile PyTorch scripts with every profiler, merged into one report.")
 err_console = Console(stderr=True)
 
@@ -98,72 +99,78 @@ def run(
     script_args: Annotated[list[str] | None, typer.Argument(
         help="the script's own arguments, after --", show_default=False)] = None,
     backend: Annotated[list[str] | None, typer.Option(
-        "--backend", "-b", help="a backend to run (repeat for several); default: "
+        "--backend", "-b", metavar="NAME",
+        help="a backend to run (repeat for several); default: "
         + ", ".join(backend_registry.DEFAULT))] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the run directory [default: reports/<timestamp>-<script>]")] = None,
+        "--out", "-o", metavar="DIR",
+        help="the run directory [default: reports/<timestamp>-<script>]")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="the run's meta and findings as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="no progress and no tables: one line with the status and the "
         "run directory")] = False,
     timeout: Annotated[float | None, typer.Option(
+        metavar="SECONDS",
         help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
     repeat: Annotated[int, typer.Option(
-        min=1, help="run the clean timing pass N times, spread over the run: its repeats "
-        "measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
+        min=1, metavar="N", help="run the clean timing pass N times, spread over the run: its "
+        "repeats measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
     pass_steps: Annotated[str | None, typer.Option(
         metavar="N|all", help="where the script marks steps (pa.step(), optimizer.step()), "
         "every pass but the clean timing pass ends it after N steps [default: 25]; all: "
         "run them whole")] = None,
     max_steps: Annotated[int | None, typer.Option(
-        min=1, help="every pass, the timing pass too, ends the script after N steps")] = None,
+        min=1, metavar="N",
+        help="every pass, the timing pass too, ends the script after N steps")] = None,
     show_output: Annotated[str, typer.Option(
         metavar="first|all", help="the script's output of the first pass only (every "
         "pass's is in artifacts/passN.stdout.log), or of every pass")] = "first",
     fresh_processes: Annotated[bool, typer.Option(
-        help="a fresh interpreter for every pass, instead of forking each from a server "
-        "that imported torch once")] = False,
+        "--fresh-processes", help="a fresh interpreter for every pass, instead of forking each "
+        "from a server that imported torch once")] = False,
     region_cpu_time: Annotated[bool, typer.Option(
-        help="wallclock: CPU time per region and step too (two system calls a region)")]
-    = False,
+        "--region-cpu-time",
+        help="wallclock: CPU time per region and step too (two system calls a region)")] = False,
     record_shapes: Annotated[bool, typer.Option(
-        help="torch-profiler: record operator input shapes")] = False,
+        "--record-shapes", help="torch-profiler: record operator input shapes")] = False,
     profile_memory: Annotated[bool, typer.Option(
-        help="torch-profiler: record tensor allocations")] = False,
+        "--profile-memory", help="torch-profiler: record tensor allocations")] = False,
     with_flops: Annotated[bool, typer.Option(
-        help="torch-profiler: estimate FLOPs of matmul and conv operators")] = False,
+        "--with-flops", help="torch-profiler: estimate FLOPs of matmul and conv operators")]
+    = False,
     with_stack: Annotated[bool, typer.Option(
-        help="torch-profiler: record Python stacks")] = False,
+        "--with-stack", help="torch-profiler: record Python stacks")] = False,
     torch_schedule: Annotated[str | None, typer.Option(
         metavar="WAIT,WARMUP,ACTIVE",
         help="torch-profiler: skip WAIT steps, warm up WARMUP, record ACTIVE (by pa.step())")]
     = None,
     warmup_steps: Annotated[int, typer.Option(
-        min=0, help="cuda-events: leave the first N steps out (said so in the report)")] = 0,
+        min=0, metavar="N",
+        help="cuda-events: leave the first N steps out (said so in the report)")] = 0,
     nvtx_modules: Annotated[bool, typer.Option(
-        help="nsys: an NVTX range per nn.Module forward too")] = False,
+        "--nvtx-modules", help="nsys: an NVTX range per nn.Module forward too")] = False,
     memory_interval: Annotated[float, typer.Option(
-        min=0.001, help="memory: seconds between two samples of the process's memory")]
-    = 0.01,
+        min=0.001, metavar="SECONDS",
+        help="memory: seconds between two samples of the process's memory")] = 0.01,
     memory_lines: Annotated[list[str] | None, typer.Option(
         metavar="MODULE:FUNCTION", help="memory: line-by-line memory of this function "
         "(repeat; the script's own module is its file's stem)")] = None,
     nproc_per_node: Annotated[str, typer.Option(
-        help="ranks on this node, run by torchrun: N, or auto/cpu/gpu as torchrun reads them",
-        rich_help_panel="Several ranks (torchrun)")] = "1",
+        metavar="N|auto|cpu|gpu",
+        help="torchrun: ranks on this node (auto, cpu, gpu as torchrun reads them)")] = "1",
     nnodes: Annotated[str, typer.Option(
-        help="nodes, N or MIN:MAX", rich_help_panel="Several ranks (torchrun)")] = "1",
+        metavar="N|MIN:MAX", help="torchrun: nodes")] = "1",
     node_rank: Annotated[int | None, typer.Option(
-        help="this node's rank", rich_help_panel="Several ranks (torchrun)")] = None,
+        metavar="N", help="torchrun: this node's rank")] = None,
     rdzv_endpoint: Annotated[str | None, typer.Option(
-        metavar="HOST:PORT", help="rendezvous endpoint, the same on every node",
-        rich_help_panel="Several ranks (torchrun)")] = None,
+        metavar="HOST:PORT", help="torchrun: rendezvous endpoint, the same on every node")]
+    = None,
     rdzv_backend: Annotated[str, typer.Option(
-        help="rendezvous backend", rich_help_panel="Several ranks (torchrun)")] = "c10d",
+        metavar="NAME", help="torchrun: rendezvous backend")] = "c10d",
     rdzv_id: Annotated[str, typer.Option(
-        help="rendezvous id, the same on every node (each pass adds -passN)",
-        rich_help_panel="Several ranks (torchrun)")] = "profile-all",
+        metavar="ID", help="torchrun: rendezvous id, the same on every node (each pass adds "
+        "-passN)")] = "profile-all",
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     import profile_all as pa
@@ -197,41 +204,49 @@ def model(
     spec: Annotated[str, typer.Argument(
         help="package.module:factory or path/to/file.py:factory (returns an nn.Module)")],
     input_shape: Annotated[list[str], typer.Option(
-        help="an input's shape, like 1,3,224,224 (repeat for several inputs)")],
-    dtype: Annotated[str, typer.Option(help="float32, float16, bfloat16 or float64")]
+        metavar="SHAPE", help="an input's shape, like 1,3,224,224 (repeat for several inputs)")],
+    dtype: Annotated[str, typer.Option(metavar="DTYPE",
+                                       help="float32, float16, bfloat16 or float64")]
     = "float32",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    device: Annotated[str, typer.Option(metavar="auto|cpu|cuda")] = "auto",
     batch_size: Annotated[str | None, typer.Option(
+        metavar="N|auto",
         help="N replaces the first dimension; auto searches for the best throughput")] = None,
-    warmup: Annotated[int, typer.Option(min=0, help="iterations run before timing")] = 10,
+    warmup: Annotated[int, typer.Option(min=0, metavar="N", help="iterations run before timing")]
+    = 10,
     iters: Annotated[int | None, typer.Option(
-        min=1, help="timed iterations [default: until the median's 95% CI is within 2%]")]
-    = None,
+        min=1, metavar="N",
+        help="timed iterations [default: until the median's 95% CI is within 2%]")] = None,
     train: Annotated[bool, typer.Option(
-        help="time forward, backward and an SGD step instead of inference")] = False,
+        "--train", help="time forward, backward and an SGD step instead of inference")] = False,
     max_memory: Annotated[str | None, typer.Option(
-        help="batch search on CPU: stop before this much memory (8G, 512M)")] = None,
+        metavar="SIZE", help="batch search on CPU: stop before this much memory (8G, 512M)")]
+    = None,
     count_on: Annotated[str, typer.Option(
-        help="device: count FLOPs where the model is timed; meta: the counters that count "
-        "from shapes alone (flop-counter, thop) build and run the model on the meta device, "
-        "computing nothing (a model too big for this machine)")] = "device",
+        metavar="device|meta", help="device: count FLOPs where the model is timed; meta: the "
+        "counters that count from shapes alone (flop-counter, thop) build and run the model on "
+        "the meta device, computing nothing (a model too big for this machine)")] = "device",
     peak_flops: Annotated[float | None, typer.Option(
-        help="the device's peak FLOP/s, to report the fraction achieved")] = None,
+        metavar="FLOP/S", help="the device's peak FLOP/s, to report the fraction achieved")]
+    = None,
     backend: Annotated[list[str] | None, typer.Option(
-        "--backend", "-b", help="a backend besides the benchmark (repeat); default: "
+        "--backend", "-b", metavar="NAME",
+        help="a backend besides the benchmark (repeat); default: "
         + ", ".join(backend_registry.DEFAULT_MODEL))] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the run directory [default: reports/<timestamp>-<factory>]")]
+        "--out", "-o", metavar="DIR",
+        help="the run directory [default: reports/<timestamp>-<factory>]")]
     = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="the run's meta and findings as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="no progress and no tables: one line with the status and the "
         "run directory")] = False,
-    timeout: Annotated[float | None, typer.Option(help="seconds each pass may run")] = None,
+    timeout: Annotated[float | None, typer.Option(metavar="SECONDS",
+                                                  help="seconds each pass may run")] = None,
     repeat: Annotated[int, typer.Option(
-        min=1, help="run the timing pass N times, spread among the counter passes: the "
-        "spread between them is beside the latency's interval")] = 1,
+        min=1, metavar="N", help="run the timing pass N times, spread among the counter passes: "
+        "the spread between them is beside the latency's interval")] = 1,
 ) -> None:
     """Benchmark a model the right way and count its FLOPs with every counter."""
     import profile_all as pa

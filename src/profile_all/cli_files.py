@@ -22,7 +22,8 @@ def ingest(
     files: Annotated[list[Path], typer.Argument(
         help="chrome traces (.json, .json.gz), pstats files (.prof), nsys sqlite exports")],
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the run directory [default: reports/<timestamp>-ingest]")] = None,
+        "--out", "-o", metavar="DIR",
+        help="the run directory [default: reports/<timestamp>-ingest]")] = None,
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
@@ -34,10 +35,11 @@ def ingest(
 def merge(
     run_dirs: Annotated[list[Path], typer.Argument(help="the run directories of each node")],
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="the merged run directory [default: reports/<timestamp>-merge]")]
+        "--out", "-o", metavar="DIR",
+        help="the merged run directory [default: reports/<timestamp>-merge]")]
     = None,
     force: Annotated[bool, typer.Option(
-        help="merge directories that are not from the same run")] = False,
+        "--force", help="merge directories that are not from the same run")] = False,
 ) -> None:
     """Merge the run directories of several nodes into one report, a rank column per row."""
     import profile_all as pa
@@ -67,9 +69,11 @@ class Format(str, Enum):
 def show(
     run_dir: Annotated[Path, typer.Argument(help="a run directory")],
     format: Annotated[Format, typer.Option(
-        "--format", "-f", help="table (terminal), md (markdown), csv or json (every row)")]
+        "--format", "-f", metavar="table|md|csv|json",
+        help="table (terminal), md (markdown), csv or json (every row)")]
     = Format.table,
-    top: Annotated[int, typer.Option(min=1, help="rows of each long table shown")] = 10,
+    top: Annotated[int, typer.Option(min=1, metavar="N", help="rows of each long table shown")]
+    = 10,
     html: Annotated[bool, typer.Option(
         "--html", help="(re)write RUN/report.html and print its path")] = False,
 ) -> None:
@@ -92,7 +96,7 @@ def compare(
         metavar="PCT", help="exit 1 when a region got slower, beyond the run-to-run noise, "
         "by more than PCT percent (for CI; both runs need --repeat 2 or more)")] = None,
     format: Annotated[Format, typer.Option(
-        "--format", "-f", help="table, md, csv or json")] = Format.table,
+        "--format", "-f", metavar="table|md|csv|json")] = Format.table,
 ) -> None:
     """Compare two runs: each region's change in time, with its 95% interval and verdict."""
     import profile_all as pa
@@ -113,11 +117,11 @@ def compare(
 
 def view(
     run_dir: Annotated[Path, typer.Argument(help="a run directory with a cProfile file")],
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (the next free one if taken)")]
-    = 8080,
+    port: Annotated[int, typer.Option(
+        metavar="PORT", help="port on 127.0.0.1 (the next free one if taken)")] = 8080,
     browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
-    rank: Annotated[int, typer.Option(help="the rank whose file to open (several ranks)")]
-    = 0,
+    rank: Annotated[int, typer.Option(
+        metavar="N", help="the rank whose file to open (several ranks)")] = 0,
 ) -> None:
     """Open the run's cProfile file in SnakeViz, served on 127.0.0.1."""
     from profile_all.view import serve_snakeviz
