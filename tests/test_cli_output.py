@@ -66,3 +66,13 @@ def test_help_reads_at_80_columns():
     fresh = next(line for line in lines if line.lstrip().startswith("--fresh-processes"))
     assert "a fresh interpreter for every pass" in fresh
     assert any(line.lstrip().startswith("--timeout SECONDS  ") for line in lines)
+
+
+def test_quiet_with_no_output_says_one_line_and_keeps_the_logs(tmp_path):
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "-q",
+                       "--show-output", "none", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [f"profile-all: complete, exit code 0: {out}"]
+    assert '"argv"' in (out / "artifacts" / "pass1.stdout.log").read_text()

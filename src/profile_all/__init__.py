@@ -83,7 +83,8 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     max_steps: every pass, the timing pass too, ends the target after this many steps: the
     first minutes of a long job, without editing it.
     show_output: "first" shows the target's output of the first pass only (every pass's
-    is in artifacts/passN.stdout.log and .stderr.log); "all" shows every pass's.
+    is in artifacts/passN.stdout.log and .stderr.log); "all" shows every pass's; "none"
+    shows none.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget

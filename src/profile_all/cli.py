@@ -124,8 +124,8 @@ def run(
         min=1, metavar="N",
         help="every pass, the timing pass too, ends the script after N steps")] = None,
     show_output: Annotated[str, typer.Option(
-        metavar="first|all", help="the script's output of the first pass only (every "
-        "pass's is in artifacts/passN.stdout.log), or of every pass")] = "first",
+        metavar="first|all|none", help="the script's output of the first pass only (every "
+        "pass's is in artifacts/passN.stdout.log), of every pass, or of none")] = "first",
     fresh_processes: Annotated[bool, typer.Option(
         "--fresh-processes", help="a fresh interpreter for every pass, instead of forking each "
         "from a server that imported torch once")] = False,

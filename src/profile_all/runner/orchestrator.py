@@ -56,7 +56,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         setup.observer, setup.command = observer, command or []
         setup.pass_steps, setup.max_steps = check_steps(pass_steps, max_steps)
         setup.show_output = validate.choice("show_output (--show-output)", show_output,
-                                            ("first", "all"))
+                                            ("first", "all", "none"))
         return _run(setup, out, stops)
 
 
@@ -156,7 +156,8 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             fresh = run_pass.timing and setup.repeat > 1
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
                                      None if fresh else server,
-                                     echo=setup.show_output == "all" or not ran.summaries)
+                                     echo=setup.show_output == "all"
+                                     or (setup.show_output == "first" and not ran.summaries))
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])

@@ -41,7 +41,7 @@ class Setup:
     #: steps after which every pass ends its target, the timing pass too (None: whole)
     max_steps: int | None = None
     #: "first": the target's output of the first pass only, the others' in their logs;
-    #: "all": every pass's
+    #: "all": every pass's; "none": none (every pass's in its logs)
     show_output: str = "first"
     observer: Observer | None = None
     command: list[str] = field(default_factory=list)
