@@ -59,6 +59,32 @@ def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
     assert report.meta["passes"][1]["step_source"] == "optimizer.step()"
 
 
+def _printed(run_dir, number):
+    return (run_dir / "artifacts" / f"pass{number}.stdout.log").read_text().splitlines()
+
+
+def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_path):
+    """LBFGS calls the model inside step(), after a validation loop of 10 forward calls: the
+    windowed pass counts optimizer steps, as the timing pass found them (it was ended by
+    its third module call, in the validation loop, and said "25 of 2")."""
+    done = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                       "cprofile", "--pass-steps", "3", "-o", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "r")
+    passes = report.passes().set_index("pass")
+    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (6, 3)
+    assert {p["step_source"] for p in report.meta["passes"]} == {"optimizer.step()"}
+    assert _printed(tmp_path / "r", 1)[-1] == "step 6 done, 34 forward calls"
+    # ended as its third step ended, before the script printed it
+    assert _printed(tmp_path / "r", 2)[-1] == "step 2 done, 18 forward calls"
+    capped = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                         "cprofile", "--max-steps", "2", "-o", tmp_path / "m", "--",
+                         "train-only")
+    assert capped.returncode == 0, capped.stderr
+    assert list(pa.load(tmp_path / "m").passes()["steps"]) == [2, 2]
+    assert _printed(tmp_path / "m", 1) == ["step 1 done, 4 forward calls"]
+
+
 def test_an_inference_loop_is_windowed_by_its_outermost_module_calls(tmp_path):
     done = profile_all("run", TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
                        "cprofile", "--pass-steps", "5", "-o", tmp_path / "r")

@@ -132,7 +132,9 @@ class PassRun:
         #: set as finishing begins, so that the worker's stop watcher leaves it alone
         self.finishing = False
         self.target_started = perf_counter()
-        self.clock = StepClock(spec.max_steps, module_calls=spec.target.get("kind") == "script")
+        # module calls are steps in a script whose steps are not yet known to be others
+        self.clock = StepClock(spec.max_steps, module_calls=spec.target.get("kind") == "script"
+                               and spec.step_source in ("", "outermost module call"))
         self._children_at_start = _children_cpu()
         self._children_during = 0.0
 

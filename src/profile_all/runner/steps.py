@@ -5,8 +5,11 @@ overhead over the clean pass is measured with, and the step count that says whet
 passes did the same work. A step is a `pa.step()`; in a script that calls none, an
 `optimizer.step()` of any torch optimizer (a global hook); in a script with neither (an
 inference loop), the end of each outermost nn.Module call (global forward hooks, removed
-as soon as a `pa.step()` or an optimizer step shows the script has steps of its own: two
-hook calls a module call until then). One `perf_counter` call a step.
+as soon as a `pa.step()` or the start of an optimizer step shows the script has steps of
+its own: two hook calls a module call until then). An optimizer step's start, not its end,
+because LBFGS calls the model inside `step()`: 25 module calls of its closure came before
+its first step ended, and ended the pass inside it. A pass after the timing pass counts
+only what the timing pass found the steps to be. One `perf_counter` call a step.
 
 A pass with `max_steps` ends its target at that step: the step raises StepLimit (a
 BaseException, so the target's `except Exception` lets it through), which unwinds the
@@ -35,7 +38,7 @@ class StepClock:
         self.max_steps = max_steps
         #: the target was ended at `max_steps`
         self.limited = False
-        self._hook: Any = None
+        self._hooks: list[Any] = []
         #: count outermost module calls as steps (a script's passes; a model's are timed
         #: by their benchmark)
         self._module_calls = module_calls
@@ -57,6 +60,9 @@ class StepClock:
         self._stop_module_steps()
         self.marks.append(perf_counter())
         self._limit(len(self.marks), "pa.step()")
+
+    def _optimizer_step_starts(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._stop_module_steps()
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
@@ -87,7 +93,8 @@ class StepClock:
     def start(self) -> None:
         optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
         if optim is not None:
-            self._hook = optim.register_optimizer_step_post_hook(self._optimizer_step)
+            self._hooks = [optim.register_optimizer_step_pre_hook(self._optimizer_step_starts),
+                           optim.register_optimizer_step_post_hook(self._optimizer_step)]
         modules = sys.modules.get("torch.nn.modules.module")
         if modules is not None and self._module_calls:
             self._module_hooks = [
@@ -96,12 +103,9 @@ class StepClock:
                 modules.register_module_forward_hook(self._module_exit, always_call=True)]
 
     def stop(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-        for hook in self._module_hooks:
+        for hook in self._hooks + self._module_hooks:
             hook.remove()
-        self._module_hooks = []
+        self._hooks, self._module_hooks = [], []
 
     def _steps(self) -> tuple[array, str]:
         """(each step's end, what marked them), by the order of precedence."""
