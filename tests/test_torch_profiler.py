@@ -154,3 +154,19 @@ def test_live_cuda_trace_device_time_per_operator_matches_torchs_own(tmp_path):
             assert own[event.key] == pytest.approx(expected, rel=0.01), event.key
             compared += 1
     assert compared >= 3
+
+
+def test_a_trace_too_big_for_the_free_memory_is_kept_and_not_read():
+    """Reading a trace needs about 1.1 bytes beside each byte of its JSON; when the machine
+    has not that much free, the pass keeps its trace and says why it has no rows (a pass
+    killed by the kernel would lose every backend's rows)."""
+    import psutil
+
+    from profile_all.backends.torch_profiler import _memory_short
+
+    free = psutil.virtual_memory().available
+    said = _memory_short(int(free * 2), chrome_trace.PEAK_PER_BYTE - 1)
+    assert said.startswith(f"its trace ({free * 2 / 1e9:.1f} GB of JSON) was written but not "
+                           "read: reading it needs about ")
+    assert "--pass-steps N" in said
+    assert _memory_short(400_000_000, chrome_trace.PEAK_PER_BYTE - 1) == ""  # 0.44 GB here

@@ -22,6 +22,9 @@ not, nothing is exported and the collision is reported as this backend's failure
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
 import os
 import re
@@ -125,6 +128,10 @@ class TorchProfiler(Backend):
         self._profile.stop()
         if not self._scheduled:
             self._export(self._profile)
+        # torch's events (1.6 KB each: 2.5 GB for 1.6M) are written; reading the trace back
+        # needs the memory, so the profile goes before it: 1.3 GB held -> 0.1 GB
+        self._profile = None
+        _give_back_freed_memory()
 
     def _rank_info(self, ctx: PassContext) -> dict[str, Any]:
         """torch writes distributedInfo only when the process group exists as the trace
@@ -142,14 +149,20 @@ class TorchProfiler(Backend):
         if not self._exported:
             raise ProfileAllError("the schedule's active steps never ran (fewer pa.step() "
                                   "calls than wait + warmup + active): no trace")
-        from profile_all.readers.chrome_trace import load
+        from profile_all.readers.chrome_trace import PEAK_PER_BYTE, load
         from profile_all.readers.trace_analysis import trace_rows
+        from profile_all.readers.trace_bytes import read_bytes
 
         artifact = Artifact(self.name, str(self._path.relative_to(ctx.artifacts_dir.parent)),
                             "Perfetto (ui.perfetto.dev), TensorBoard, HTA",
                             "open https://ui.perfetto.dev and load {run_dir}/"
                             + str(self._path.relative_to(ctx.artifacts_dir.parent)))
-        rows = trace_rows(load(self._path))
+        data = read_bytes(self._path)
+        short = _memory_short(len(data), PEAK_PER_BYTE - 1)
+        if short:
+            self.losses.append(short)
+            return Collected([], [artifact])
+        rows = trace_rows(load(self._path, data))
         if self._encoded:
             rows = [self._decoded(measured) for measured in rows]
         return Collected(rows, [artifact])
@@ -163,6 +176,28 @@ class TorchProfiler(Backend):
         if parent:
             parent = "/".join(self._encoded.get(part, part) for part in parent.split("/"))
         return [scope, name, parent, *measured[3:]]
+
+
+def _give_back_freed_memory() -> None:
+    """glibc keeps what Python frees for reuse by the process; malloc_trim returns it, so
+    that the machine's free memory says what reading the trace can have."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: it stays with the process
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _memory_short(json_bytes: int, more_per_byte: float) -> str:
+    """Why the trace is not read, when reading it would need more memory than the machine
+    has free (a pass killed by the kernel loses every backend's rows, not only ours)."""
+    import psutil
+
+    need = json_bytes * more_per_byte
+    free = psutil.virtual_memory().available
+    if need < free * 0.8:
+        return ""
+    return (f"its trace ({json_bytes / 1e9:.1f} GB of JSON) was written but not read: reading "
+            f"it needs about {need / 1e9:.1f} GB more and {free / 1e9:.1f} GB is free. Open "
+            "the trace in Perfetto, or trace fewer steps (--pass-steps N, --torch-schedule)")
 
 
 def _schedule(steps: dict[str, int] | str | None) -> dict[str, int] | None:

@@ -205,10 +205,16 @@ def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
     return (document if isinstance(document, dict) else {}), collector.columns
 
 
-def load(path: str | Path) -> ChromeTrace:
-    """Read a chrome trace into compact columns; IngestError when it is not one."""
+#: what reading a trace holds at its peak, per byte of its JSON (the bytes themselves, the
+#: columns and the rows): 2.1 measured on a 1.6M-event CPU trace of 427 MB (564 B an event)
+PEAK_PER_BYTE = 2.1
+
+
+def load(path: str | Path, data: bytes | None = None) -> ChromeTrace:
+    """Read a chrome trace (or its JSON `data`, read already) into compact columns;
+    IngestError when it is not one."""
     path = Path(path)
-    data = trace_bytes.read_bytes(path)
+    data = trace_bytes.read_bytes(path) if data is None else data
     read = _read_columns(data)
     if read is None and b'"name": "' in data:
         read = _read_columns(trace_bytes.escape_raw_quotes(data))

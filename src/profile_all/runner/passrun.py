@@ -197,7 +197,8 @@ class PassRun:
                               for note in backend.notes]
             self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
                               for loss in backend.losses]
-            if backend.kind == "tracer" and all(r[0] == "run" for r in collected.rows):
+            if backend.kind == "tracer" and not backend.losses and all(
+                    r[0] == "run" for r in collected.rows):
                 self.failures.append({
                     "backend": backend.name, "phase": "collect",
                     "error": "recorded nothing beyond the run's totals (no function, "
