@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -57,6 +58,8 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
     assert second["exit_code"] == exit_code
     if how == "sigkill":  # nothing can run in a SIGKILLed process; cProfile keeps no journal
         assert second["recovered"]
+        # the server saw its forked worker's peak memory: a few hundred MiB, not an OOM kill
+        assert re.fullmatch(r"killed by SIGKILL at a peak RSS of 0\.\d GiB", second["error"])
         assert not (report.frame["pass"] == 2).any()
     else:
         assert (run_dir / "artifacts" / "cprofile.prof").is_file()

@@ -167,8 +167,9 @@ def serve(channel: socket.socket, modules: list[str]) -> None:
         for fd in fds:
             os.close(fd)
         _send(channel, {"pid": pid})
-        _pid, status = os.waitpid(pid, 0)
-        _send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status)})
+        _pid, status, usage = os.wait4(pid, 0)
+        _send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status),
+                        "max_rss": usage.ru_maxrss * 1024})  # Linux gives KiB
 
 
 class ForkServer:
@@ -269,6 +270,8 @@ class ForkedPass:
         self.pid, self.stdout, self.stderr = pid, stdout, stderr
         self._lines = lines
         self.returncode: int | None = None
+        #: the worker's peak resident memory in bytes, once it ended (None: not known)
+        self.max_rss: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
@@ -278,6 +281,7 @@ class ForkedPass:
                 raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout) from None
             # no message: the server died, and took its worker along
             self.returncode = message["returncode"] if message else -signal.SIGKILL
+            self.max_rss = message.get("max_rss") if message else None
         return self.returncode
 
     def poll(self) -> int | None:

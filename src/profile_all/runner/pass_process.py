@@ -85,19 +85,21 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
     left = process.end_leftovers(pass_process)  # they may hold the pipes open
     for tee in tees:
         tee.join(timeout=5)
-    results = _results(pass_spec, run_dir, launch, pass_process.returncode)
+    max_rss = pass_process.max_rss if isinstance(pass_process, forkserver.ForkedPass) else None
+    results = _results(pass_spec, run_dir, launch, pass_process.returncode, max_rss)
     return Ended(how, _with_wrappers(pass_spec, results), left)
 
 
 def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
-             return_code: int) -> list[PassResult]:
+             return_code: int, max_rss: int | None) -> list[PassResult]:
     found = {}
     for path in run_dir.scratch.glob(f"pass{pass_spec.number}.result.rank*.json"):
         result = PassResult.from_json(path.read_bytes())
         found[result.rank] = result
     expected = _expected_ranks(launch, found)
     for rank in sorted(expected - set(found)):
-        found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), return_code)
+        found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), return_code,
+                                     max_rss)
     return [found[rank] for rank in sorted(found)]
 
 

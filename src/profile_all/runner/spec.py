@@ -107,9 +107,21 @@ class PassResult:
                                    backend_failures=self.backend_failures + failures)
 
 
-def recovered(spec: PassSpec, return_code: int) -> PassResult:
+def _out_of_memory(max_rss: int) -> str:
+    import psutil
+
+    total = psutil.virtual_memory().total
+    said = f" at a peak RSS of {max_rss / 2**30:.1f} GiB"
+    if max_rss >= 0.8 * total:
+        said += (f" of the machine's {total / 2**30:.1f} GiB: most likely the kernel's "
+                 "out-of-memory killer (dmesg says)")
+    return said
+
+
+def recovered(spec: PassSpec, return_code: int, max_rss: int | None = None) -> PassResult:
     """The result of a worker (rank `spec.rank`) that died without writing one: what its
-    backends journaled, and how the process ended."""
+    backends journaled, and how the process ended (`max_rss`: its peak memory, which says
+    whether the SIGKILL was likely the kernel's out-of-memory killer)."""
     ctx = spec.context()
     rows, samples, timeline = [], [], []
     for name in spec.backends:
@@ -119,6 +131,8 @@ def recovered(spec: PassSpec, return_code: int) -> PassResult:
         timeline += [[name, spec.number, spec.rank, *entry] for entry in found.timeline]
     if return_code < 0:
         code, error = 128 - return_code, f"killed by {signal.Signals(-return_code).name}"
+        if max_rss and return_code == -signal.SIGKILL:
+            error += _out_of_memory(max_rss)
     else:
         code, error = return_code, f"the worker exited with {return_code} without a result"
     return PassResult(spec.number, spec.rank, spec.backends,
