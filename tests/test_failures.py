@@ -37,6 +37,11 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
     assert _region_calls(report, 1, "work") == 3
     assert _region_calls(report, 1, "last") == 1
     assert error in (run_dir / "summary.md").read_text()
+    first_found = report.findings().iloc[0]  # the answer first: it failed, before hot spots
+    assert first_found["rule"] == "failure"
+    assert first_found["finding"].startswith(f"the script stopped with exit code {exit_code} "
+                                             "in every pass: ")
+    assert error in first_found["finding"]
     return report
 
 
@@ -81,6 +86,8 @@ def test_timeout_stops_each_pass_and_exits_124(tmp_path):
     assert result.returncode == 124, result.stderr
     report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 8 s")
     assert [p["status"] for p in report.meta["passes"]] == ["timeout", "timeout"]
+    # the sleep after the steps is a share of the run, not 2000% of the steps
+    assert (report.findings()["share"].dropna() <= 1).all()
     # the region the target was stuck in is there, timed until the stop: where it hung
     assert _region_calls(report, 1, "sleeping") == 1
     frame = report.frame
@@ -139,3 +146,17 @@ def test_a_target_stuck_in_native_code_still_writes_its_pass_on_timeout(tmp_path
     frame = pa.load(tmp_path / "run").frame
     before = frame[(frame["name"] == "before") & (frame["metric"] == "calls")]
     assert before["value"].item() == 3
+
+
+def test_a_long_coloured_error_is_told_in_one_line_with_its_cause(tmp_path):
+    """torch writes terminal codes into some messages and puts the cause on the last line
+    (torch.load's weights_only error): the pass says the first and the last, uncoloured."""
+    script = tmp_path / "coloured.py"
+    script.write_text('raise RuntimeError("\\x1b[1mWeights only load failed.\\x1b[0m Re-running'
+                      ' may help.\\n\\nWeightsUnpickler error: Unsupported global: GLOBAL x")\n')
+    result = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run")
+    assert result.returncode == 1
+    said = "RuntimeError: Weights only load failed. Re-running may help. … WeightsUnpickler " \
+           "error: Unsupported global: GLOBAL x"
+    assert pa.load(tmp_path / "run").meta["passes"][0]["error"] == said
+    assert "\x1b" not in result.stderr.split("Traceback")[0]  # our lines, before python's

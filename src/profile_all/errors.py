@@ -4,6 +4,11 @@
 directory): the CLI prints its message as one line and exits with code 2.
 """
 
+import re
+
+#: terminal colour and style codes, which torch writes into some messages
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 
 class ProfileAllError(Exception):
     """Base of every error profile-all raises on purpose."""
@@ -13,3 +18,12 @@ class UsageError(ProfileAllError):
     """Bad input from the user; the CLI turns it into one line on stderr and exit code 2."""
 
     exit_code = 2
+
+
+def one_line(error: BaseException) -> str:
+    """`Type: message` on one line, for a pass's status and a usage error: the message's
+    first line, and its last when there are several (torch puts the cause last: "Weights
+    only load failed. ... Unsupported global: ..."), without terminal codes."""
+    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
+    message = lines[0] + (f" … {lines[-1]}" if len(lines) > 1 else "") if lines else ""
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

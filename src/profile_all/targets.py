@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from profile_all import validate
-from profile_all.errors import UsageError
+from profile_all.errors import UsageError, one_line
 
 
 @dataclass
@@ -166,9 +166,8 @@ class ModelTarget:
             work.plain()
         except Exception as error:
             shapes = " ".join("x".join(map(str, s)) for s in self.input_shapes)
-            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise UsageError(f"the model rejects inputs of shape {shapes}: "
-                             f"{type(error).__name__}: {message}") from None
+                             f"{one_line(error)}") from None
 
     def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
         from profile_all.model import benchmark

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profile_all.errors import UsageError
+from profile_all.errors import UsageError, one_line
 from profile_all.regions import region
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -53,8 +53,7 @@ def load_factory(spec: str) -> Callable[[], Any]:
     except UsageError:
         raise
     except Exception as error:  # the user's module failed to import: say how, in one line
-        raise UsageError(f"cannot import {module_part}: {type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else ''}") from None
+        raise UsageError(f"cannot import {module_part}: {one_line(error)}") from None
     factory = getattr(module, name, None)
     if factory is None or not callable(factory):
         raise UsageError(f"{module_part} has no callable named {name!r}")

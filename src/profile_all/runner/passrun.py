@@ -20,6 +20,7 @@ from typing import Any
 
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, listen_to
+from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runner.steps import StepClock, StepLimit
@@ -89,7 +90,7 @@ def run_target(target: Any, *, own_process: bool, mode: str,
     except BaseException as error:  # the target's own exception, reported as python would
         _print_target_traceback(error)
         status, code = "raised", 1
-        message = f"{type(error).__name__}: {error}".splitlines()[0]
+        message = one_line(error)
     return Outcome(status, code, message, perf_counter() - started)
 
 

@@ -1,7 +1,8 @@
 """`Report.findings()`: the answer first, with its evidence.
 
 What no single profiler can say and the report can, since it holds every backend's rows
-side by side: where the time goes, whether the input is the bottleneck, warm-up, memory
+side by side: whether the script failed (first: every figure stops there), where the
+time goes, whether the input is the bottleneck, warm-up, memory
 that grows, an idle or waiting device, communication, FLOP/s against the device's peak, and
 whether the numbers can be trusted. Each rule is a function of the report that returns
 findings; none names a backend (what a backend measures is read from its rows and facts).
@@ -19,9 +20,9 @@ from profile_all.report.findings.finding import COLUMNS, Finding
 if TYPE_CHECKING:
     from profile_all.report.report import Report
 
-RULES = (timing.input_bound, timing.where_time_goes, timing.warm_up, memory.growth,
-         memory.near_capacity, device.idle, device.syncs, device.communication,
-         device.efficiency, trust.doubts, trust.straggler)
+RULES = (trust.ended_badly, timing.input_bound, timing.where_time_goes, timing.warm_up,
+         memory.growth, memory.near_capacity, device.idle, device.syncs,
+         device.communication, device.efficiency, trust.doubts, trust.straggler)
 
 
 def findings(report: Report) -> pd.DataFrame:

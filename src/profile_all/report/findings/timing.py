@@ -141,8 +141,8 @@ def input_bound(report: Report) -> list[Finding]:
 
 
 def _where_in_regions(report: Report, backend: str) -> list[Finding]:
-    base, what = base_time(report, backend)
     regions = totals(report, backend, "region")
+    base, what = base_time(report, backend, regions["value"].max() if len(regions) else 0.0)
     if regions.empty or not base > 0:
         return []
     parent, level = "", regions[regions["parent"] == ""]

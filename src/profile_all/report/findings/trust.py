@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from profile_all.report import format as fmt
@@ -14,6 +15,28 @@ if TYPE_CHECKING:
 STRAGGLER = 0.1
 #: the doubts that make measured numbers unsafe to compare, by their first words
 _SERIOUS = ("the clean timing pass", "passes did different work")
+
+
+def ended_badly(report: Report) -> list[Finding]:
+    """The target's own failure, first: every figure covers the run only up to it, and the
+    hot spots of a script that failed at its start say nothing of the script."""
+    failed = [p for p in report.meta.get("passes", []) if p.get("status") not in ("ok", "partial")
+              and p.get("error")]
+    if not failed:
+        return []
+    first = failed[0]
+    where = "every pass" if len(failed) == len(report.meta["passes"]) else \
+        "pass" + ("es " if len(failed) > 1 else " ") + ", ".join(str(p["pass"]) for p in failed)
+    seconds = first.get("target_wall_time")
+    evidence = f"pass {first['pass']}: {first['status']}" + (
+        f" after {fmt.seconds(seconds)}" if seconds is not None else "") + (
+        f"; its stderr is in {first['logs'][-1]}" if first.get("logs") else "")
+    return [Finding(
+        "failure", f"the script stopped with exit code {first['exit_code']} in {where}: "
+        f"{first['error']}", weight=math.inf, evidence=evidence,  # before any other
+        suggestion="the figures cover the script up to there: "
+                   + ("a longer --timeout, or --max-steps N to end it sooner"
+                      if first["status"] == "timeout" else "fix it, and run again"))]
 
 
 def doubts(report: Report) -> list[Finding]:
