@@ -103,3 +103,18 @@ def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
     assert "Add" in fitted["name"].iloc[0] and "Mul" in fitted["name"].iloc[1]
     assert max(map(len, fitted["name"])) <= 50
     assert dropped[-1] == "1 row with figures only there"
+
+
+def test_function_names_are_shown_as_people_name_their_files():
+    """The functions table cuts names to fit: a whole site-packages path lost its file name
+    (`/tmp/…/profile-…inear.py:130(forward)`); the data keeps the whole path."""
+    from profile_all.report.format import code_path
+
+    venv = "/tmp/stranger/profile-all/.venv/lib/python3.11/site-packages/"
+    assert code_path(venv + "torch/nn/modules/linear.py:130(forward)") == \
+        "torch/nn/modules/linear.py:130(forward)"
+    assert code_path("/usr/lib/python3.11/inspect.py:867(cleandoc)") == "inspect.py:867(cleandoc)"
+    assert code_path("/home/me/proj/train.py:3(main)", "/home/me/proj") == "train.py:3(main)"
+    assert code_path("/home/me/other/train.py:3(main)", "/home/me/proj") == \
+        "/home/me/other/train.py:3(main)"
+    assert code_path("{built-in method time.sleep}", "/home/me") == "{built-in method time.sleep}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -95,3 +96,21 @@ def overhead(point: Any, low: Any, high: Any, verdict: Any) -> str:
     if verdict == "within noise":
         return f"noise ({interval})"
     return f"noise, <1x ({interval})"
+
+
+#: where installed packages and the standard library live, up to the path people name
+_INSTALLED = (re.compile(r"^[^:(]*?/(?:site|dist)-packages/"),
+              re.compile(r"^[^:(]*?/lib/python3\.\d+/"))
+
+
+def code_path(name: str, cwd: str = "") -> str:
+    """A function's `file:line(name)` with its file as people name it: a package's path
+    inside site-packages (`torch/nn/modules/linear.py:130(forward)`), the standard
+    library's inside it, a file under the run's folder `cwd` relative to it. The tables
+    show this; the data keeps the whole path. Cut to fit, a whole path lost its file name."""
+    for installed in _INSTALLED:
+        short = installed.sub("", name, count=1)
+        if short != name:
+            return short
+    folder = cwd.rstrip("/") + "/"
+    return name[len(folder):] if cwd and name.startswith(folder) else name

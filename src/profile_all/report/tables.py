@@ -123,9 +123,12 @@ def _shown(view: pd.DataFrame, name_label: str, columns: list[Column]) -> pd.Dat
 
 
 def functions_table(report: Report) -> pd.DataFrame:
-    return _shown(report.functions(), "function", [
+    shown = _shown(report.functions(), "function", [
         ("calls", "calls", fmt.count), ("self_time", "self", fmt.seconds),
         ("cumulative_time", "cumulative", fmt.seconds)])
+    cwd = report.meta.get("cwd", "")
+    shown["function"] = shown["function"].map(lambda name: fmt.code_path(name, cwd))
+    return shown
 
 
 def operators_table(report: Report) -> pd.DataFrame:

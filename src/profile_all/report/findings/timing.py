@@ -206,7 +206,8 @@ def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
             if share >= WORTH_NAMING:
                 waits = kind == "function" and _WAITS.search(name) is not None
                 out.append(Finding(
-                    "time", f"{kind} {name}: {fmt.share(share)} of the {what}"
+                    "time", f"{kind} {fmt.code_path(name, report.meta.get('cwd', ''))}: "
+                    f"{fmt.share(share)} of the {what}"
                     + ("" if "self" in what else ", in itself")
                     + (", blocked, not computing (waiting on other threads or processes "
                        "such as DataLoader workers, on the device, or sleeping)"
