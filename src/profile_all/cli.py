@@ -208,7 +208,9 @@ def model(
     dtype: Annotated[str, typer.Option(metavar="DTYPE",
                                        help="float32, float16, bfloat16 or float64")]
     = "float32",
-    device: Annotated[str, typer.Option(metavar="auto|cpu|cuda")] = "auto",
+    device: Annotated[str, typer.Option(
+        metavar="auto|cpu|cuda[:N]", help="where the model runs (auto: cuda when there is one)")]
+    = "auto",
     batch_size: Annotated[str | None, typer.Option(
         metavar="N|auto",
         help="N replaces the first dimension; auto searches for the best throughput")] = None,
@@ -246,7 +248,7 @@ def model(
                                                   help="seconds each pass may run")] = None,
     repeat: Annotated[int, typer.Option(
         min=1, metavar="N", help="run the timing pass N times, spread among the counter passes: "
-        "the spread between them is beside the latency's interval")] = 1,
+        "how far their latencies differ is shown beside each one's confidence interval")] = 1,
 ) -> None:
     """Benchmark a model the right way and count its FLOPs with every counter."""
     import profile_all as pa
