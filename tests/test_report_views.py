@@ -103,6 +103,14 @@ def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
     assert "Add" in fitted["name"].iloc[0] and "Mul" in fitted["name"].iloc[1]
     assert max(map(len, fitted["name"])) <= 50
     assert dropped[-1] == "1 row with figures only there"
+    # the summary's shape: a scope column before the names is no figure either (the demo
+    # showed `run trace` and `step ProfilerStep` blank)
+    summary = pd.DataFrame({"scope": ["run", "run", "step"], "name": ["run", "trace", "step"],
+                            "calls": ["", "", "100"], "total wallclock": ["106 ms", "", "97 ms"],
+                            **{f"torch-profiler {n}": ["", "5 ms", ""] for n in range(6)}})
+    fitted, dropped = _fitted(summary, 50)
+    assert list(fitted["name"]) == ["run", "step"]
+    assert dropped[-1] == "1 row with figures only there"
 
 
 def test_function_names_are_shown_as_people_name_their_files():

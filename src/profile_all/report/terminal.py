@@ -100,7 +100,9 @@ def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[
     while len(columns) > 2 and total(columns) > width:
         dropped.append(" ".join(str(columns.pop()).split()))
     frame = frame[columns].copy()
-    blank = frame[columns[1:]].apply(lambda column: column.str.strip().eq("")).all(axis=1)
+    figures = [c for c in columns[1:] if _figures(frame[c])]  # not the names and scopes
+    blank = frame[figures].apply(lambda column: column.str.strip().eq("")).all(axis=1) \
+        if figures else pd.Series(False, index=frame.index)
     if dropped and blank.any() and not blank.all():  # their figures are all left out
         frame = frame[~blank]
         dropped.append(f"{int(blank.sum())} row{'s' if blank.sum() > 1 else ''} with figures "
