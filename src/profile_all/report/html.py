@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import orjson
 import pandas as pd
 
-from profile_all.report import charts, sections, tables
+from profile_all.report import charts, sections
 from profile_all.report.problems import problems
+from profile_all.report.status import steps_line
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -164,7 +165,7 @@ def body(report: Report, with_charts: bool = False,
     target = meta.get("target", {})
     status = meta.get("status", "?")
     css_class = "status-ok" if status == "complete" else "status-bad"
-    steps = tables.steps_line(report)
+    steps = steps_line(report)
     parts = [f"<h1>profile-all: <code>{_text(target.get('command', ''))}</code></h1>",
              f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
              f"{_text(meta.get('exit_code'))}"

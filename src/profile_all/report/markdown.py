@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import sections, tables
+from profile_all.report import sections
 from profile_all.report.problems import problems
+from profile_all.report.status import steps_line
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -53,7 +54,7 @@ def render(report: Report, top: int = TOP,
     (`shown`: the sections' tables, when the caller made them already)."""
     meta = report.meta
     target = meta.get("target", {})
-    steps = tables.steps_line(report)
+    steps = steps_line(report)
     out = [f"# profile-all: {_code(target.get('command', ''))}", "",
            f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}"
            f"{_text('; ' + steps) if steps else ''}.", ""]

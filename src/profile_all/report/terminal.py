@@ -15,6 +15,7 @@ from rich.text import Text
 from profile_all.report import format as fmt
 from profile_all.report import sections, tables
 from profile_all.report.problems import problems
+from profile_all.report.status import steps_line
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -144,7 +145,7 @@ def headline(report: Report, console: Console) -> None:
     passes, sources = meta.get("passes", []), meta.get("sources", [])
     ran = f"{len(passes)} pass{'es' if len(passes) != 1 else ''}" if passes or not sources \
         else f"{len(sources)} file{'s' if len(sources) != 1 else ''} read"  # ingested
-    steps = tables.steps_line(report)
+    steps = steps_line(report)
     ran += f", {steps}" if steps else ""
     console.print(Text(f"profile-all: {meta.get('status')}, exit code {meta.get('exit_code')}"
                        f", {ran}", style="bold"))
