@@ -25,5 +25,7 @@ def one_line(error: BaseException) -> str:
     first line, and its last when there are several (torch puts the cause last: "Weights
     only load failed. ... Unsupported global: ..."), without terminal codes."""
     lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
-    message = lines[0] + (f" … {lines[-1]}" if len(lines) > 1 else "") if lines else ""
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    if not lines:
+        return type(error).__name__
+    ends = lines[:1] + lines[-1:] if len(lines) > 1 else lines
+    return f"{type(error).__name__}: {' … '.join(ends)}"

@@ -20,17 +20,18 @@ _SERIOUS = ("the clean timing pass", "passes did different work")
 def ended_badly(report: Report) -> list[Finding]:
     """The target's own failure, first: every figure covers the run only up to it, and the
     hot spots of a script that failed at its start say nothing of the script."""
-    failed = [p for p in report.meta.get("passes", []) if p.get("status") not in ("ok", "partial")
-              and p.get("error")]
+    passes = report.meta.get("passes", [])
+    failed = [p for p in passes if p.get("status") not in ("ok", "partial") and p.get("error")]
     if not failed:
         return []
     first = failed[0]
-    where = "every pass" if len(failed) == len(report.meta["passes"]) else \
-        "pass" + ("es " if len(failed) > 1 else " ") + ", ".join(str(p["pass"]) for p in failed)
+    numbers = ", ".join(str(p["pass"]) for p in failed)
+    where = "every pass" if len(failed) == len(passes) else \
+        f"pass{'es' if len(failed) > 1 else ''} {numbers}"
     seconds = first.get("target_wall_time")
-    evidence = f"pass {first['pass']}: {first['status']}" + (
-        f" after {fmt.seconds(seconds)}" if seconds is not None else "") + (
-        f"; its stderr is in {first['logs'][-1]}" if first.get("logs") else "")
+    after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
+    logs = f"; its stderr is in {first['logs'][-1]}" if first.get("logs") else ""
+    evidence = f"pass {first['pass']}: {first['status']}{after}{logs}"
     return [Finding(
         "failure", f"the script stopped with exit code {first['exit_code']} in {where}: "
         f"{first['error']}", weight=math.inf, evidence=evidence,  # before any other
