@@ -59,10 +59,15 @@ def test_region_and_step_statistics(ctx, cpu_time):
         assert _value(rows, "region", "sleep", "cpu_time", "total") < calls.sum()  # sleep
     else:  # only the run's CPU time is measured
         assert set(measured_frame(rows).query("metric == 'cpu_time'")["scope"]) == {"run"}
+    # every step counted, the first (from the first region) left out of the statistics
     steps = kept[("step", "step")]
-    assert _value(rows, "step", "step", "calls", "total") == len(steps) == 3
-    assert (steps >= calls).all()  # a step holds its region; the first starts at the region
-    assert _value(rows, "run", "run", "wall_time", "total") >= 0.05 + steps.sum()
+    assert _value(rows, "step", "step", "calls", "total") == 3
+    assert _value(rows, "step", "step", "excluded_calls", "total") == 1 == 3 - len(steps)
+    assert (steps >= calls[1:]).all()  # a step holds its region
+    assert _value(rows, "step", "step", "wall_time", "median") == pytest.approx(np.median(steps))
+    total = _value(rows, "step", "step", "wall_time", "total")
+    assert total >= calls.sum() and total > steps.sum()  # all three steps: the first too
+    assert _value(rows, "run", "run", "wall_time", "total") >= 0.05 + total
     assert not list(ctx.scratch_dir.glob("*.journal"))  # the journal is gone once collected
 
 

@@ -35,6 +35,8 @@ MEASURED = ["scope", "name", "parent", "metric", "stat", "value", "unit"]
 #: measured ones (achieved FLOP/s)
 BENCHMARK = "bench"
 DERIVED = "derived"
+#: rows of what torch.compile did in a pass (scope `compile`), from torch's own records
+COMPILER = "torch.compile"
 
 #: the operator row that holds device time no operator launched (kernels launched outside
 #: any operator, or whose launch is not in the trace): kept, never dropped
@@ -71,6 +73,15 @@ UNIT_OF_METRIC = {
     "communication_time": "s",
     "communication_overlap": "s",
     "attributed_share": "ratio",
+    # torch.compile, per pass (scope `compile`): Dynamo and Inductor's time, graphs made,
+    # compilations of a frame, recompiles (a guard failed), graph breaks
+    "compile_time": "s",
+    "graphs": "count",
+    "compiles": "count",
+    "recompiles": "count",
+    "graph_breaks": "count",
+    # steps left out of per-step statistics (the first; those that compiled)
+    "excluded_calls": "count",
 }
 
 

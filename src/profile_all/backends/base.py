@@ -38,6 +38,9 @@ class PassContext:
     #: `optimizer.step()`, `outermost module call`), "" when it has none or is unknown:
     #: a tracer can mark each step in its trace from the start
     step_source: str = ""
+    #: (start, end) perf_counter of each torch.compile compilation so far, filled as the
+    #: target runs (compile_watch): steps that held one are left out of per-step figures
+    compiling: list[tuple[float, float]] = field(default_factory=list)
     #: where regions' wall times go for backends that set `region_times`
     region_log: RegionLog = field(init=False)
 

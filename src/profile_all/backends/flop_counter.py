@@ -7,6 +7,10 @@ fused fast path (one opaque operator). So the CPU kernel and its backward are re
 with torch's own attention formulas, and the fast path is switched off while counting:
 the layers then run their plain operators, which compute the same result and are counted.
 
+torch.compile compiles nothing under FlopCounterMode (a dispatch mode: torch skips the
+frame, "non-infra torch dispatch mode present"): compiled code runs eagerly in this pass,
+and its FLOPs are those of the eager operators. Said in a note when the target compiles.
+
 Per module it reports forward and backward FLOPs apart, and the forward and backward calls
 it saw, so that the report can compare it per call with thop and flops-profiler, which see
 one call. FlopCounterMode's module tracker names a root module by its type alone, so two
@@ -19,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from profile_all import compile_watch
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.backends.roots import ModuleFacts, RootModules
 from profile_all.rows import Facts, row
@@ -59,12 +64,14 @@ def _tracker(roots: RootModules) -> Any:
             first, as named_modules() names it for thop and flops-profiler (torch's own
             tracker takes the last)."""
             if mod not in self._known_modules:
-                self._known_modules[mod] = roots.names.get(id(mod), type(mod).__name__)
+                original = getattr(mod, "_orig_mod", mod)  # a compiled module: as its own
+                self._known_modules[mod] = roots.names.get(id(mod), type(original).__name__)
             name = self._known_modules[mod]
             if mod not in self._seen_modules:
                 self._seen_modules.add(mod)
                 for path, sub in mod.named_modules():
-                    if path:
+                    path = path.removeprefix("_orig_mod.")
+                    if path and path != "_orig_mod":
                         self._known_modules[sub] = f"{name}.{path}"
                         self._seen_modules.add(sub)
             return name
@@ -79,9 +86,14 @@ def _tracker(roots: RootModules) -> Any:
                 append(*args)
             return entered_backward
 
+        def _fw_pre_hook(self, mod: Any, input: Any) -> None:
+            if not hasattr(mod, "_orig_mod"):  # a compiled module's calls: its original's
+                super()._fw_pre_hook(mod, input)
+
         def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
-            self.facts.record(self._get_mod_name(mod), mod, output)
-            super()._fw_post_hook(mod, input, output)
+            if not hasattr(mod, "_orig_mod"):
+                self.facts.record(self._get_mod_name(mod), mod, output)
+                super()._fw_post_hook(mod, input, output)
 
     return Tracker()
 
@@ -135,7 +147,17 @@ class FlopCounter(Backend):
         self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
         self._mode = _tracked_counter(self._roots, _cpu_attention_formulas())
+        self._unsubscribe = compile_watch.subscribe(self._compiled)
         self._mode.__enter__()
+
+    def _compiled(self, module: Any) -> None:
+        self._unsubscribe()
+        self._unsubscribe = lambda: None
+        self.notes.append(
+            "torch.compile compiles nothing under FlopCounterMode (torch skips a frame while "
+            "a dispatch mode is active): in this pass the target's compiled code ran "
+            "eagerly, so its FLOPs are those of the eager operators (the same arithmetic) "
+            "and its time is not the compiled program's")
 
     def enter(self, name: str, parent: str) -> float:
         return self._mode.get_total_flops()
@@ -150,6 +172,7 @@ class FlopCounter(Backend):
         self._counted_at_step = total
 
     def stop(self, ctx: PassContext) -> None:
+        self._unsubscribe()
         self._mode.__exit__(None, None, None)
         self._roots.stop()
         self._torch.backends.mha.set_fastpath_enabled(self._fast_path)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from profile_all import compile_watch
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.rows import row
 
@@ -28,6 +29,8 @@ class RootModules:
         self._depth = 0
         self._busy = False
         self._handles: list[Any] = []
+        self._global = False  # _handles are global module hooks
+        self._unsubscribe: Callable[[], None] = lambda: None
         self.notes: list[str] = []
 
     def start(self) -> None:
@@ -35,11 +38,28 @@ class RootModules:
 
         self._handles = [module.register_module_forward_pre_hook(self._before),
                          module.register_module_forward_hook(self._after, always_call=True)]
+        self._global = True
+        self._unsubscribe = compile_watch.subscribe(self._compiled)
+
+    def _compiled(self, module: Any) -> None:
+        """Something is compiled: no global module hook from now on (Dynamo would trace it
+        into the compiled code); a compiled module is a root, seen by hooks on the
+        OptimizedModule, which run outside its compiled code, and counted as its original
+        module (`_orig_mod`), run eagerly on a copy."""
+        if self._global:
+            for handle in self._handles:
+                handle.remove()
+            self._handles, self._global, self._depth = [], False, 0
+        if module is not None:
+            self._handles += [
+                module.register_forward_pre_hook(self._before),
+                module.register_forward_hook(self._after, always_call=True)]
 
     def stop(self) -> None:
         for handle in self._handles:
             handle.remove()
-        self._handles = []
+        self._handles, self._global = [], False
+        self._unsubscribe()
 
     def _name(self, module: Any) -> str:
         base = type(module).__name__
@@ -50,10 +70,11 @@ class RootModules:
         if self._busy:
             return
         if self._depth == 0 and id(module) not in self.names and _has_parameters(module):
-            name = self.names[id(module)] = self._name(module)
+            original = getattr(module, "_orig_mod", module)  # a compiled module's own
+            name = self.names[id(module)] = self.names[id(original)] = self._name(original)
             self._busy = True
             try:
-                self.on_first_call(name, module, args)
+                self.on_first_call(name, original, args)
             except Exception as error:  # counting must never break the target
                 self.notes.append(f"could not count {name}: {type(error).__name__}: {error}")
             finally:

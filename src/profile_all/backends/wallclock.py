@@ -5,7 +5,10 @@ threads). Per region and per step the samples are kept, so the report has calls,
 mean, median, std, min, max and p90 of wall time, and CPU time totals.
 
 Step i is the time from the (i-1)th `step()` to the ith; the first step starts at the first
-region entered, so a script's imports are not in it (without regions it is not timed).
+region entered, else at the target's start. Every step is counted (`calls`) and in the
+total; per-step statistics leave out the first (it holds the script's setup, or warm-up)
+and any step that held a torch.compile compilation (`ctx.compiling`), and
+`excluded_calls` counts those left out.
 
 Regions' wall times come from the pass's region log (region_log.py), not from hooks: a
 nested region costs the target ~0.55 µs instead of ~1.05 µs through `enter`/`exit` on a
@@ -25,15 +28,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from array import array
 from collections.abc import Sequence
+from itertools import accumulate, pairwise
 from pathlib import Path
 from time import perf_counter, process_time
 from typing import Any, ClassVar
 
 from profile_all import region_log
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
+from profile_all.compile_watch import held_compilation
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
@@ -64,10 +70,14 @@ class WallClock(Backend):
         if not self._cpu_time:  # regions' wall times from the log: no hooks, no CPU clock
             self.region_times = True
             self.step = self._step_wall
-        self._step_start: tuple[float, float] | None = None  # set by the first region
         self._flushed_at = perf_counter()
         self._run_cpu = process_time()
         self._run_wall = self._started = perf_counter()
+        #: the current step's start (wall, cpu): the first region's, else the target's
+        self._step_start: tuple[float, float] | None = None
+        self._first_step_start = (self._started, self._run_cpu)
+        self._origin: float | None = None  # the first step's start
+        self._compiling = ctx.compiling
 
     def _series(self, key: tuple[str, Any]) -> tuple[array, array]:
         series = self._samples[key] = (array("d"), array("d"))
@@ -77,7 +87,7 @@ class WallClock(Backend):
         cpu = process_time()
         wall = perf_counter()
         if self._step_start is None:
-            self._step_start = (wall, cpu)
+            self._step_start = self._first_step_start = (wall, cpu)
         return wall, cpu
 
     def exit(self, name: str, parent: str, token: tuple[float, float]) -> None:
@@ -92,34 +102,39 @@ class WallClock(Backend):
     def step(self) -> None:
         wall = perf_counter()
         cpu = process_time()
-        if self._step_start is not None:
-            series = self._samples.get(STEP) or self._series(STEP)
-            series[0].append(wall - self._step_start[0])
-            series[1].append(cpu - self._step_start[1])
+        start = self._step_start or self._first_step_start
+        if self._origin is None:
+            self._origin = start[0]
+        series = self._samples.get(STEP) or self._series(STEP)
+        series[0].append(wall - start[0])
+        series[1].append(cpu - start[1])
         self._step_start = (wall, cpu)
         if wall - self._flushed_at > FLUSH_SECONDS:
             self._flush(wall)
 
     def _step_wall(self) -> None:
         wall = perf_counter()
-        if self._step_start is None and self._log.first_enter is not None:
-            self._step_start = (self._log.first_enter, 0.0)
-        if self._step_start is not None:
-            (self._samples.get(STEP) or self._series(STEP))[0].append(wall - self._step_start[0])
+        if self._step_start is None:
+            first = self._log.first_enter
+            self._step_start = (first, 0.0) if first is not None else self._first_step_start
+            self._origin = self._step_start[0]
+        (self._samples.get(STEP) or self._series(STEP))[0].append(wall - self._step_start[0])
         self._step_start = (wall, 0.0)
         if wall - self._flushed_at > FLUSH_SECONDS:
             self._flush(wall)
 
     def steps_found(self, marks: Sequence[float]) -> None:
         """Timed as `step()` would have timed them: from one end to the next, the first
-        from the first region (when there was one)."""
+        from the first region (else the target's start)."""
         if STEP in self._samples:
             return
-        start = self._step_start[0] if self._step_start else self._log.first_enter
+        first = self._log.first_enter
+        start = self._step_start[0] if self._step_start else \
+            first if first is not None else self._started
+        self._origin = start
         walls = array("d")
         for mark in marks:
-            if start is not None:
-                walls.append(mark - start)
+            walls.append(mark - start)
             start = mark
         if walls:
             self._samples[STEP] = (walls, array("d"))
@@ -151,13 +166,22 @@ class WallClock(Backend):
         if self.region_times:
             for key, walls in self._log.samples().items():
                 self._samples[key] = (walls, array("d"))
-        collected = _collected(self._samples)
+        collected = _collected(self._samples, self._excluded_steps())
         collected.rows[:0] = rows
         if self.region_times:  # the timeline: seconds since the target started
             collected.timeline = [["region", name, start - self._started, end - self._started,
                                    float("nan"), "s"]
                                   for name, start, end in self._log.top_level_calls()]
         return collected
+
+    def _excluded_steps(self) -> set[int]:
+        """The steps left out of per-step statistics: the first, and any that held a
+        torch.compile compilation."""
+        walls = self._samples.get(STEP, (array("d"),))[0]
+        if self._origin is None or not walls:
+            return {1}
+        ends = list(accumulate(walls, initial=self._origin))
+        return {1, *held_compilation(list(pairwise(ends)), self._compiling)}
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
@@ -180,17 +204,24 @@ class WallClock(Backend):
                 series[1].extend(cpus)
         for key, walls in region_log.read(ctx.region_log.journal).items():
             samples[key] = (walls, array("d"))
-        return _collected(samples)
+        return _collected(samples, {1})
 
 
-def _collected(samples: Samples) -> Collected:
+def _collected(samples: Samples, excluded_steps: set[int]) -> Collected:
+    """Rows and samples of each region and of the steps; the steps' statistics (and
+    samples) without `excluded_steps`, their calls and total with them."""
     rows, kept = [], []
     for (name, parent), (walls, cpus) in samples.items():
         scope = "step" if parent is None else "region"
         parent = parent or ""
-        kept.append((scope, name, parent, "wall_time", kept_samples(walls)))
+        counted = walls if scope == "region" else \
+            [wall for number, wall in enumerate(walls, 1) if number not in excluded_steps]
+        kept.append((scope, name, parent, "wall_time", kept_samples(counted)))
         rows.append(row(scope, name, "calls", len(walls), parent=parent))
-        for stat, value in summarize(walls).items():
+        stats = {**summarize(counted), "total": math.fsum(walls)}
+        if scope == "step":
+            rows.append(row(scope, name, "excluded_calls", len(walls) - len(counted)))
+        for stat, value in stats.items():
             rows.append(row(scope, name, "wall_time", value, stat=stat, parent=parent))
         if cpus:
             cpu_total = sum(cpus)

@@ -38,6 +38,20 @@ def _dict_of(check: Check) -> Check:
 _text, _whole, _number = _of(str), _of(int), _of(int, float)
 
 
+def _record(fields: dict[str, Check]) -> Check:
+    """A dict with every one of `fields`, each as its check says."""
+    return lambda value: isinstance(value, dict) and all(
+        key in value and check(value[key]) for key, check in fields.items())
+
+
+#: a pass's torch.compile record (compile_watch.CompileWatch.facts), {} when none
+_COMPILATION = _record({
+    "intervals": _list_of(_list_of(_number)), "graphs": _whole,
+    "frames": _list_of(_record({"frame": _text, "seconds": _number,
+                                "backward_seconds": _number, "recompile_reason": _text})),
+    "graph_breaks": _list_of(_record({"reason": _text, "where": _text, "count": _whole}))})
+
+
 def _anything(value: Any) -> bool:
     return True
 
@@ -62,6 +76,8 @@ PASS = {
     "overhead_high": _optional(_number), "overhead_verdict": _text, "overhead_basis": _text,
     "backend_failures": _list_of(_dict_of(_text)), "recovered": _of(bool),
     "ranks": _list_of(_dict_of(_anything)), "left_running": _list_of(_text),
+    "compile_steps": _list_of(_whole),
+    "compilation": lambda value: value == {} or _COMPILATION(value),
 }
 ARTIFACT_KEYS = ("backend", "path", "viewer", "open_command")
 TARGET = {"command": _text}

@@ -1,8 +1,8 @@
 """The Report: one long, tidy DataFrame (`frame`, a row per measured value) and `meta`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
-`operators()`, `kernels()`, `memory()`, `lines()`, `passes()`, and for models `latency()`,
-`batches()`, `counters()`, `modules()`.
+`operators()`, `kernels()`, `memory()`, `lines()`, `passes()`, `compilation()`, and for
+models `latency()`, `batches()`, `counters()`, `modules()`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from profile_all.report import compilation
 from profile_all.rows import (
     BENCHMARK,
     COLUMNS,
@@ -105,7 +106,7 @@ class Report:
     def summary_by_measure(self) -> pd.DataFrame:
         """A row per run, step and region (scope, name, parent); a column per measure,
         named by the tuple (backend, metric, stat), each the median over passes and ranks."""
-        timed = self.frame[self.frame["scope"].isin(_TIMED_SCOPES)]
+        timed = compilation.without_machinery(self.frame[self.frame["scope"].isin(_TIMED_SCOPES)])
         if timed.empty:
             return pd.DataFrame(columns=["scope", "name", "parent"])
         table = timed.pivot_table(index=["scope", "name", "parent"],
@@ -133,6 +134,7 @@ class Report:
 
     def _whole_table(self, scope: str, metrics: list[str], sort_by: str) -> pd.DataFrame:
         rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")]
+        rows = compilation.without_machinery(rows)  # compile time, not operators
         if rows.empty:
             return pd.DataFrame(columns=["name", *metrics])
         # summed over passes and ranks within a backend; where two backends measure the
@@ -156,6 +158,10 @@ class Report:
         if "gpu_time" in table.columns and table["gpu_time"].sum() > 0:
             table = table.sort_values("self_gpu_time", ascending=False, ignore_index=True)
         return table
+
+    def compilation(self) -> pd.DataFrame:
+        """What torch.compile did in the timing pass: compiles, recompiles, graph breaks."""
+        return self._once("compilation", lambda: compilation.events(self))
 
     def kernels(self, top: int | None = None) -> pd.DataFrame:
         """A row per GPU kernel (torch.profiler or nsys), most device time first."""

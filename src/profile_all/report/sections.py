@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import tables
+from profile_all.report import compilation, tables
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -47,6 +47,10 @@ SECTIONS = (
     Section("counters", "FLOP counters side by side", tables.counters_table),
     Section("modules", "Modules (FLOPs per counter)", tables.modules_table, long=True),
     Section("summary", "Run, steps and regions", tables.summary_table, long=True),
+    Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
+            compilation.compilation_table,
+            note="From torch's own records in the clean timing pass; the steps that held a "
+                 "compilation are left out of per-step figures."),
     Section("ranks", "Across ranks (total time per rank)", tables.ranks_table, long=True,
             note="The straggler: each rank's total time, its spread ((max - min) / median) "
                  "and the slowest rank."),

@@ -66,6 +66,8 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
         "window": max((r.window for r in results if r.window), default=None),
         "step_source": next((r.step_source for r in results if r.step_source), ""),
         "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
+        "compile_steps": max((r.compile_steps for r in results), key=len, default=[]),
+        "compilation": next((r.compilation for r in results if r.compilation), {}),
         "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
                  f"artifacts/pass{run_pass.index}.stderr.log"]}

@@ -20,8 +20,9 @@ from typing import Any
 
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, listen_to
+from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
-from profile_all.rows import BENCHMARK
+from profile_all.rows import BENCHMARK, COMPILER
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runner.steps import StepClock, StepLimit
 from profile_all.targets import target_from_spec
@@ -138,6 +139,8 @@ class PassRun:
                                and spec.step_source in ("", "outermost module call"))
         self._children_at_start = _children_cpu()
         self._children_during = 0.0
+        self.compiles = CompileWatch()
+        self.compiles.intervals = self.ctx.compiling
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -146,6 +149,7 @@ class PassRun:
     def start(self) -> None:
         for module in self.spec.preimport:
             importlib.import_module(module)
+        self.compiles.start()  # before the backends, which subscribe to it
         options = self.spec.options
         for name in self.spec.backends:
             try:
@@ -171,6 +175,7 @@ class PassRun:
         regions.close_open()
         regions.listen(())
         self.clock.stop()
+        self.compiles.stop()
         unheard = self.clock.unheard()
         for backend in self.hearing if len(unheard) else ():
             backend.steps_found(unheard)
@@ -183,6 +188,8 @@ class PassRun:
                 self._guard(backend.name, "stop", error)
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows, artifacts = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows], []
+        compilation = self.compiles.facts(self.clock.started_at)
+        rows += [[COMPILER, *prefix, *measured] for measured in compile_rows(compilation)]
         samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
         timeline: list[list[Any]] = []
         for backend in self.started:
@@ -211,7 +218,7 @@ class PassRun:
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
             ran_on=getattr(self.target, "ran_on", ""),
             children={"cpu_time": self._children_during}, timeline=timeline,
-            **self.clock.facts())
+            compilation=compilation, **self.clock.facts(self.ctx.compiling))
         return self._result
 
     def run_target(self) -> Outcome:

@@ -83,6 +83,10 @@ class PassResult:
     steps: int | None = None
     step_source: str = ""
     step_times: list[float] = dataclasses.field(default_factory=list)
+    #: the steps (numbered from 1) that held a torch.compile compilation
+    compile_steps: list[int] = dataclasses.field(default_factory=list)
+    #: what torch.compile did (compile_watch.CompileWatch.facts), {} when nothing compiled
+    compilation: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: the step the pass ended its target at (its window), None when it ran whole
     window: int | None = None
     #: rows.TIMELINE_COLUMNS each

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
+from profile_all import compile_watch
 from profile_all.backends.base import kept_samples
+from profile_all.compile_watch import held_compilation
 
 
 class StepLimit(BaseException):
@@ -43,7 +46,11 @@ class StepClock:
         #: by their benchmark)
         self._module_calls = module_calls
         self._module_hooks: list[Any] = []
+        self._global_hooks = False  # _module_hooks are global (not on compiled modules)
+        self._unsubscribe: Any = None
         self._depth = 0
+        #: when the target started: the first step starts there
+        self.started_at = perf_counter()
         #: called at each step of the kind `found_source` names (`optimizer.step()`,
         #: `outermost module call`: what the timing pass found a script that calls no
         #: pa.step() to have): the pass's backends hear it as they hear pa.step()
@@ -89,6 +96,22 @@ class StepClock:
                 hook.remove()
             self._module_hooks = []
             self.module_marks = array("d")  # the script's own steps count, not these
+        self._module_calls = False
+
+    def _compiled(self, module: Any) -> None:
+        """Something is compiled: no global module hook from now on (Dynamo would trace
+        it into the compiled code); a compiled module's own calls are steps instead, heard
+        by hooks on the OptimizedModule, which run outside its compiled code."""
+        if not self._module_calls:
+            return
+        if self._global_hooks:
+            for hook in self._module_hooks:
+                hook.remove()
+            self._module_hooks, self._global_hooks, self._depth = [], False, 0
+        if module is not None:
+            self._module_hooks += [
+                module.register_forward_pre_hook(self._module_enter),
+                module.register_forward_hook(self._module_exit, always_call=True)]
 
     def start(self) -> None:
         optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
@@ -96,16 +119,22 @@ class StepClock:
             self._hooks = [optim.register_optimizer_step_pre_hook(self._optimizer_step_starts),
                            optim.register_optimizer_step_post_hook(self._optimizer_step)]
         modules = sys.modules.get("torch.nn.modules.module")
-        if modules is not None and self._module_calls:
+        self._module_calls = self._module_calls and modules is not None
+        if self._module_calls:
             self._module_hooks = [
                 modules.register_module_forward_pre_hook(self._module_enter),
                 # called when a forward raises too: the depth stays right
                 modules.register_module_forward_hook(self._module_exit, always_call=True)]
+            self._global_hooks = True
+            self._unsubscribe = compile_watch.subscribe(self._compiled)
+        self.started_at = perf_counter()
 
     def stop(self) -> None:
         for hook in self._hooks + self._module_hooks:
             hook.remove()
         self._hooks, self._module_hooks = [], []
+        if self._unsubscribe is not None:
+            self._unsubscribe()
 
     def _steps(self) -> tuple[array, str]:
         """(each step's end, what marked them), by the order of precedence."""
@@ -124,11 +153,17 @@ class StepClock:
         marks, source = self._steps()
         return marks if source not in ("pa.step()", self.found_source) else array("d")
 
-    def facts(self) -> dict[str, Any]:
-        """Steps seen, what marked them, the time of each step after the first (the first
-        has no start), and the window the pass was ended at (None: it ran whole)."""
+    def facts(self, compiling: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+        """Steps seen, what marked them, the window the pass was ended at (None: it ran
+        whole), the steps that held a compilation (`compiling`: its intervals), and the
+        time of each step kept for per-step figures: not the first (from the target's
+        start, it holds the script's setup), nor those that compiled."""
         marks, source = self._steps()
-        durations = [marks[i] - marks[i - 1] for i in range(1, len(marks))]
+        spans = list(zip([self.started_at, *marks[:-1]], marks, strict=False))
+        compiled = held_compilation(spans, compiling)
+        kept = [end - start for number, (start, end) in enumerate(spans, 1)
+                if number > 1 and number not in compiled]
         return {"steps": len(marks), "step_source": source,
-                "step_times": kept_samples(durations),
+                "step_times": kept_samples(kept), "compile_steps": compiled,
                 "window": self.max_steps if self.limited else None}
+

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report.findings import device, memory, timing, trust
+from profile_all.report.findings import compiling, device, memory, timing, trust
 from profile_all.report.findings.finding import COLUMNS, Finding
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
 
-RULES = (trust.ended_badly, timing.input_bound, timing.where_time_goes, timing.warm_up,
+RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
+         timing.input_bound, timing.where_time_goes, timing.warm_up,
          memory.growth, memory.near_capacity, device.idle, device.syncs,
          device.communication, device.efficiency, trust.doubts, trust.straggler)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from profile_all.report import compilation
 from profile_all.report import format as fmt
 from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
@@ -193,8 +194,9 @@ def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
     their own pass's step time (else of all their self time). A function that only waits
     (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
     frame = report.frame
-    rows = frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
-                 & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)]
+    rows = compilation.without_machinery(
+        frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
+              & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)])
     out = []
     for backend, own in rows.groupby("backend"):
         self_times = own.groupby("name")["value"].median()

@@ -1,0 +1,88 @@
+"""What torch.compile did, as the clean timing pass saw it: a row per compiled frame,
+recompile and graph break, from the pass's record in meta.json (`compilation`, taken from
+torch's own records while the pass ran), and the steps that held a compilation.
+
+The timing pass is the reference: it runs the script as it is. Later passes compile too
+(from a warmer cache, or not at all under a counter's dispatch mode), so theirs are not
+shown here; their rows (scope `compile`) stay in the frame.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from profile_all.report import format as fmt
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+COLUMNS = ["pass", "event", "where", "reason", "seconds", "count"]
+#: torch.compile's own ranges in a torch.profiler trace: `dynamo_timed` names its ranges
+#: "X (dynamo_timed)" beside a plain "X", some ": compile_id=0/0"; the outermost are these
+_TIMED = " (dynamo_timed)"
+_OUTERMOST = ("dynamo", "entire_frame_compile", "backend_compile")
+
+
+def without_machinery(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` without torch.compile's own ranges (compiling, shown as compile time in
+    `events`, not as operators or regions of the user's)."""
+    names = rows["name"].astype(str)
+    timed = names.str.endswith(_TIMED)
+    if not timed.any() and not names.isin(_OUTERMOST).any():
+        return rows
+    twins = set(names[timed].str.removesuffix(_TIMED)) | set(_OUTERMOST)
+    compiling = timed | names.isin(twins) | names.str.contains(": compile_id=", regex=False)
+    return rows[~compiling]
+
+
+def compiled_pass(report: Report) -> dict[str, Any] | None:
+    """The summary of the pass whose compilations the report shows: the first timing pass
+    that compiled, else the first pass that did."""
+    compiled = [p for p in report.meta.get("passes", []) if p.get("compilation")]
+    return next((p for p in compiled if p.get("timing")), compiled[0] if compiled else None)
+
+
+def events(report: Report) -> pd.DataFrame:
+    """COLUMNS: `compile` and `recompile` (a compiled frame: where it starts, the guard
+    that failed, its Dynamo and Inductor seconds with its backward's), `graph break` (the
+    user's line, the reason, how many graphs it broke)."""
+    chosen = compiled_pass(report)
+    if chosen is None:
+        return pd.DataFrame(columns=COLUMNS)
+    record = chosen["compilation"]
+    rows = [[chosen["pass"], "recompile" if frame["recompile_reason"] else "compile",
+             frame["frame"], frame["recompile_reason"] or frame.get("failed", ""),
+             frame["seconds"] + frame["backward_seconds"], 1]
+            for frame in record.get("frames", [])]
+    rows += [[chosen["pass"], "graph break", brk["where"], brk["reason"], math.nan,
+              brk["count"]] for brk in record.get("graph_breaks", [])]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def compile_steps(report: Report) -> list[int]:
+    chosen = compiled_pass(report)
+    return list(chosen.get("compile_steps") or []) if chosen else []
+
+
+def compilation_table(report: Report) -> pd.DataFrame:
+    view = report.compilation()
+    if view.empty:
+        return view
+    cwd = report.meta.get("cwd", "")
+    return pd.DataFrame({
+        "event": view["event"],
+        "where": view["where"].map(lambda where: fmt.code_path(where, cwd)),
+        "time": view["seconds"].map(fmt.seconds),
+        "times": view["count"].map(fmt.count),
+        "reason": view["reason"].map(lambda text: text.splitlines()[0] if text else "")})
+
+
+def total_seconds(report: Report) -> float:
+    """The reference pass's compile time (every compilation, its backward's included)."""
+    chosen = compiled_pass(report)
+    if chosen is None:
+        return 0.0
+    return float(sum(end - start for start, end in chosen["compilation"]["intervals"]))

@@ -1,0 +1,72 @@
+"""torch.compile: how long it compiled and in which steps, each recompile and each graph
+break with its reason and the user's line, and what to try for each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profile_all.report import compilation
+from profile_all.report import format as fmt
+from profile_all.report.findings.finding import Finding
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+_WARM_START = ("keep Inductor's caches for warm starts (on by default in "
+               "/tmp/torchinductor_$USER; TORCHINDUCTOR_CACHE_DIR on a disk that persists), "
+               "or carry them to a fresh machine with torch.compiler.save_cache_artifacts() "
+               "and load_cache_artifacts()")
+_DYNAMIC = ("mark the dimension that changes as dynamic before the first call "
+            "(torch._dynamo.mark_dynamic(x, 0)), or torch.compile(..., dynamic=True): one "
+            "graph for every size instead of a compile per size")
+_FULLGRAPH = ("torch.compile(..., fullgraph=True) raises at each break, so each can be found "
+              "and removed; torch._dynamo.explain(fn)(*args) lists them all")
+
+
+def _steps(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:8])) + (", ..." if len(numbers) > 8 else "")
+    return f"step{'s' if len(numbers) > 1 else ''} {shown}"
+
+
+def compile_time(report: Report) -> list[Finding]:
+    """The time compiling, as a share of the pass's run, and the steps it fell in."""
+    chosen = compilation.compiled_pass(report)
+    seconds = compilation.total_seconds(report)
+    if chosen is None or not seconds:
+        return []
+    run = chosen.get("target_wall_time") or 0.0
+    share = seconds / run if run else float("nan")
+    steps = compilation.compile_steps(report)
+    held = (f"; it fell in {_steps(steps)}, left out of per-step statistics" if steps else "")
+    graphs = chosen["compilation"].get("graphs", 0)
+    return [Finding(
+        "compile", f"torch.compile compiled for {fmt.seconds(seconds)} "
+        f"({fmt.share(share)} of the run), {fmt.count(graphs)} graph"
+        f"{'s' if graphs != 1 else ''}{held}", weight=share if run else 0.1, share=share,
+        amount=seconds, unit="s",
+        evidence=f"pass {chosen['pass']}: torch's compile records (Dynamo and Inductor)",
+        suggestion=_WARM_START)]
+
+
+def recompiles_and_breaks(report: Report) -> list[Finding]:
+    """Each recompile (the guard that failed, where) and each graph break (why, where)."""
+    events = report.compilation()
+    if events.empty:
+        return []
+    cwd = report.meta.get("cwd", "")
+    out = []
+    for event in events.to_dict("records"):
+        where = fmt.code_path(event['where'], cwd)
+        reason = event['reason'].splitlines()[0] if event['reason'] else ""
+        if event["event"] == "recompile":
+            out.append(Finding(
+                "compile", f"recompiled {where}: {reason}", weight=0.3, amount=event['seconds'],
+                unit="s", evidence=f"pass {event['pass']}: torch's compile records, "
+                f"{fmt.seconds(event['seconds'])} to recompile", suggestion=_DYNAMIC))
+        elif event['event'] == "graph break":
+            out.append(Finding(
+                "compile", f"graph break at {where}: {reason}", weight=0.25,
+                amount=event['count'], unit="graphs", evidence=f"pass {event['pass']}: torch's "
+                f"graph break records ({fmt.count(event['count'])} graph"
+                f"{'s' if event['count'] != 1 else ''} broken there)", suggestion=_FULLGRAPH))
+    return out
