@@ -232,9 +232,9 @@ def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     assert "DataLoader __next__" in found["evidence"].iloc[0]
     assert slow_input.meta["passes"][0]["step_source"] == "optimizer.step()"
     # the timing pass learned its steps from optimizer.step() only as the target ended,
-    # and still times them: 40 steps, the first without a start
+    # and still times them: 40 steps, each counted (the first from the target's start)
     steps = slow_input.frame.query("backend == 'wallclock' and scope == 'step'")
-    assert steps.query("metric == 'calls'")["value"].tolist() == [39]
+    assert steps.query("metric == 'calls'")["value"].tolist() == [40]
     assert steps.query("metric == 'wall_time' and stat == 'median'")["value"].iloc[0] > 0.024
     console = Console(file=io.StringIO(), width=80)
     render(slow_input, console)

@@ -10,6 +10,10 @@ the layers then run their plain operators, which compute the same result and are
 torch.compile compiles nothing under FlopCounterMode (a dispatch mode: torch skips the
 frame, "non-infra torch dispatch mode present"): compiled code runs eagerly in this pass,
 and its FLOPs are those of the eager operators. Said in a note when the target compiles.
+Once something compiles, the module tracker's global hooks (which OptimizedModule warns
+of, and Dynamo would trace) give way to hooks on each module: those alive then (found by
+the garbage collector) and those of each compiled module made later. A module made later
+outside a compiled one is counted in the totals, not on its own.
 
 Per module it reports forward and backward FLOPs apart, and the forward and backward calls
 it saw, so that the report can compare it per call with thop and flops-profiler, which see
@@ -20,6 +24,8 @@ names them for thop and flops-profiler ("Sequential", "Sequential#2").
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -45,6 +51,33 @@ def _cpu_attention_formulas() -> dict[Any, Any]:
             aten._scaled_dot_product_flash_attention_for_cpu_backward: backward}
 
 
+class _FollowsCompiled:
+    """A ModuleTracker's global hooks given way, once something compiles, to hooks on each
+    module (`follow`); torch 2.13's ModuleTracker keeps its global handles in
+    `_fw_pre_handle` and `_fw_post_handle`, and its hooks in `_fw_pre_hook`, `_fw_post_hook`."""
+
+    def follow(self, modules: Any) -> None:
+        """No global hook from now on: hooks on each of `modules` instead."""
+        self._fw_pre_handle.remove()  # (a handle's remove may come twice)
+        self._fw_post_handle.remove()
+        for module in modules:
+            if module not in self._hooked:
+                self._hooked.add(module)
+                self._per_module += [
+                    module.register_forward_pre_hook(self._fw_pre_hook),
+                    module.register_forward_hook(self._fw_post_hook, always_call=True)]
+
+    def __enter__(self) -> Any:
+        self._hooked: weakref.WeakSet = weakref.WeakSet()
+        self._per_module: list[Any] = []
+        return super().__enter__()
+
+    def __exit__(self, *args: Any) -> None:
+        for handle in self._per_module:
+            handle.remove()
+        super().__exit__(*args)
+
+
 def _tracker(roots: RootModules) -> Any:
     """A ModuleTracker that names roots as `roots` does, counts backward calls and records
     each forward call's facts. Built on private parts of torch 2.13's ModuleTracker
@@ -52,7 +85,7 @@ def _tracker(roots: RootModules) -> Any:
     tests/test_counter_calls.py checks the names and calls they give."""
     from torch.utils.module_tracker import ModuleTracker
 
-    class Tracker(ModuleTracker):
+    class Tracker(_FollowsCompiled, ModuleTracker):
         def __init__(self) -> None:
             super().__init__()
             self.facts = ModuleFacts()
@@ -96,6 +129,13 @@ def _tracker(roots: RootModules) -> Any:
                 super()._fw_post_hook(mod, input, output)
 
     return Tracker()
+
+
+def _modules_alive() -> list[Any]:
+    """Every nn.Module the garbage collector knows of (once, when something compiles)."""
+    from torch import nn
+
+    return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
 
 
 def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
@@ -147,17 +187,22 @@ class FlopCounter(Backend):
         self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
         self._mode = _tracked_counter(self._roots, _cpu_attention_formulas())
-        self._unsubscribe = compile_watch.subscribe(self._compiled)
+        self._followed = False
         self._mode.__enter__()
+        self._unsubscribe = compile_watch.subscribe(self._compiled)
 
     def _compiled(self, module: Any) -> None:
-        self._unsubscribe()
-        self._unsubscribe = lambda: None
-        self.notes.append(
-            "torch.compile compiles nothing under FlopCounterMode (torch skips a frame while "
-            "a dispatch mode is active): in this pass the target's compiled code ran "
-            "eagerly, so its FLOPs are those of the eager operators (the same arithmetic) "
-            "and its time is not the compiled program's")
+        tracker = self._mode.mod_tracker
+        if not self._followed:
+            self._followed = True
+            tracker.follow(_modules_alive())
+            self.notes.append(
+                "torch.compile compiles nothing under FlopCounterMode (torch skips a frame "
+                "while a dispatch mode is active): in this pass the target's compiled code "
+                "ran eagerly, so its FLOPs are those of the eager operators (the same "
+                "arithmetic) and its time is not the compiled program's")
+        if module is not None:
+            tracker.follow(module._orig_mod.modules())
 
     def enter(self, name: str, parent: str) -> float:
         return self._mode.get_total_flops()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 COLUMNS = ["pass", "event", "where", "reason", "seconds", "count"]
 #: torch.compile's own ranges in a torch.profiler trace: `dynamo_timed` names its ranges
-#: "X (dynamo_timed)" beside a plain "X", some ": compile_id=0/0"; the outermost are these
+#: "X (dynamo_timed)" beside a plain "X", some hold "compile_id=0/0"; the outermost are these
 _TIMED = " (dynamo_timed)"
 _OUTERMOST = ("dynamo", "entire_frame_compile", "backend_compile")
 
@@ -31,11 +31,9 @@ def without_machinery(rows: pd.DataFrame) -> pd.DataFrame:
     `events`, not as operators or regions of the user's)."""
     names = rows["name"].astype(str)
     timed = names.str.endswith(_TIMED)
-    if not timed.any() and not names.isin(_OUTERMOST).any():
-        return rows
     twins = set(names[timed].str.removesuffix(_TIMED)) | set(_OUTERMOST)
-    compiling = timed | names.isin(twins) | names.str.contains(": compile_id=", regex=False)
-    return rows[~compiling]
+    compiling = timed | names.isin(twins) | names.str.contains("compile_id=", regex=False)
+    return rows[~compiling] if compiling.any() else rows
 
 
 def compiled_pass(report: Report) -> dict[str, Any] | None:

@@ -1,0 +1,119 @@
+"""A torch.compile'd training loop under every pass: profile-all does not change what torch
+compiles (the same graphs and recompiles as a bare run, no global-hook warning), and the
+report shows compile time, each recompile with its guard and each graph break with its
+line, and leaves the steps that compiled out of per-step statistics."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all, value_of
+
+TARGET = TARGETS / "compiled_train.py"
+ARGS = ["--backend", "aot_eager", "--report"]
+#: every backend that runs in a pass of its own here (nsys and cuda-events cannot)
+BACKENDS = ["wallclock", "cprofile", "torch-profiler", "thop", "flops-profiler", "memory",
+            "flop-counter"]
+HOOK_WARNING = "when there are global hooks on modules"
+
+
+def _bare_counts() -> tuple[int, int]:
+    done = subprocess.run([sys.executable, str(TARGET), *ARGS], capture_output=True,
+                          text=True, timeout=240, check=True)
+    graphs, recompiles = re.search(r"GRAPHS (\d+) RECOMPILES (\d+)", done.stdout).groups()
+    return int(graphs), int(recompiles)
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compiled") / "run"
+    done = profile_all("run", TARGET, "-o", out, "--pass-steps", "all", "--show-output", "all",
+                       *[arg for name in BACKENDS for arg in ("-b", name)], "--", *ARGS,
+                       timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done, pa.load(out)
+
+
+def test_every_pass_compiles_what_a_bare_run_compiles(compiled_run):
+    out, done, report = compiled_run
+    graphs, recompiles = _bare_counts()
+    assert (graphs, recompiles) == (4, 2)  # two frames (the break), each twice (the size)
+    frame = report.frame
+    counted = frame[(frame["scope"] == "compile") & (frame["name"] == "run")]
+    by_pass = {backends[0]: number for number, backends in
+               ((p["pass"], p["backends"]) for p in report.meta["passes"])}
+    for name, number in by_pass.items():
+        logs = (out / "artifacts" / f"pass{number}.stderr.log").read_text()
+        assert HOOK_WARNING not in logs, name
+        own = counted[counted["pass"] == number].set_index("metric")["value"]
+        if name == "flop-counter":  # torch compiles nothing under a dispatch mode: said
+            assert own.empty
+            notes = [f["error"] for p in report.meta["passes"] if p["pass"] == number
+                     for f in p["backend_failures"]]
+            assert any("compiles nothing under FlopCounterMode" in note for note in notes)
+            continue
+        assert (own["graphs"], own["recompiles"]) == (graphs, recompiles), name
+    # the script's own count, printed by it in each pass, agrees too
+    assert done.stdout.count(f"GRAPHS {graphs} RECOMPILES {recompiles}") == len(BACKENDS) - 1
+
+
+def test_recompiles_and_graph_breaks_are_named_with_their_lines(compiled_run):
+    _out, _done, report = compiled_run
+    events = report.compilation()
+    source = TARGET.read_text().splitlines()
+    breaks = events[events["event"] == "graph break"]
+    assert len(breaks) == 1
+    where = breaks["where"].iloc[0]
+    assert where.startswith(f"{TARGET}:")
+    line = int(where.split(":")[1].split("(")[0])
+    assert "if hidden.sum() > 0" in source[line - 1]
+    recompiled = events[events["event"] == "recompile"]
+    assert len(recompiled) == 2
+    assert recompiled["reason"].str.contains("size mismatch at index 0. expected 8, "
+                                             "actual 12").all()
+    assert (recompiled["seconds"] > 0).all()
+    findings = report.findings()
+    said = " | ".join(findings.loc[findings["rule"] == "compile", "finding"])
+    assert "torch.compile compiled for" in said and "recompiled" in said
+    assert "graph break at" in said and "compiled_train.py:" in said
+    tries = " | ".join(findings.loc[findings["rule"] == "compile", "try"])
+    assert "mark_dynamic" in tries and "fullgraph=True" in tries
+
+
+def test_steps_that_compiled_are_counted_and_left_out_of_statistics(compiled_run):
+    _out, _done, report = compiled_run
+    timing = next(p for p in report.meta["passes"] if p["timing"])
+    assert timing["steps"] == 8
+    # step 1 compiles both frames, step 5 (the new batch size) recompiles them
+    assert timing["compile_steps"] == [1, 5]
+    frame = report.frame
+    steps = frame[(frame["backend"] == "wallclock") & (frame["scope"] == "step")]
+    assert value_of(steps, metric="calls") == 8
+    assert value_of(steps, metric="excluded_calls") == 2
+    samples = report.samples
+    kept = samples[(samples["backend"] == "wallclock") & (samples["scope"] == "step")]
+    assert len(kept) == 6
+    assert value_of(steps, metric="wall_time", stat="median") == pytest.approx(
+        kept["value"].median())
+    assert "steps 1, 5, left out of per-step statistics" in " ".join(
+        report.findings()["finding"])
+
+
+def test_compile_machinery_is_compile_time_not_operators(compiled_run):
+    _out, _done, report = compiled_run
+    operators = report.operators()
+    assert not operators.empty
+    assert not operators["name"].str.contains("dynamo_timed|compile_id=").any()
+    regions = report.summary()
+    assert not regions["name"].str.contains("dynamo_timed|compile_id=").any()
+    frame = report.frame
+    in_trace = frame[(frame["backend"] == "torch-profiler")
+                     & frame["name"].str.endswith(" (dynamo_timed)")]
+    assert not in_trace.empty  # still in the data, as torch.profiler recorded them
+    assert isinstance(report.compilation(), pd.DataFrame)
