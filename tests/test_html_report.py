@@ -61,7 +61,8 @@ def test_page_structure_offline_and_escaped(run_dir):
     steps = next(f for f in figures if f["layout"]["title"]["text"] == "Each step's time")
     samples = pa.load(run_dir).samples.query("scope == 'step' and backend == 'wallclock'")
     assert steps["data"][0]["y"] == pytest.approx((samples["value"] * 1e3).tolist())
-    assert len(steps["data"][0]["y"]) == 30  # speed.py's 30 steps, in order
+    # speed.py's 30 steps, in order, but the first (from the target's start: its setup)
+    assert len(steps["data"][0]["y"]) == 29
     assert "mprof plot" in page and "profile-all view" in page
     assert f"<code>{run_dir}</code>" in page  # the final directory, not the one built in
     # the memory chart's region bands come from the report's timeline: the page drawn as
@@ -71,8 +72,9 @@ def test_page_structure_offline_and_escaped(run_dir):
     assert _chart_data(html.render(pa.load(run_dir)))[2] == memory
 
 
-def _in_chromium(page: str, probe_js: str, tmp_path) -> str:
-    """The page's title after `probe_js` ran in headless Chromium (it sets the title)."""
+def _in_chromium(page: str, probe_js: str, tmp_path, console: list[str] | None = None) -> str:
+    """The page's title after `probe_js` ran in headless Chromium (it sets the title);
+    the browser console's messages (plotly.js's warnings among them) go to `console`."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)")
@@ -82,8 +84,11 @@ window.onerror = function (message) {{ document.title = "ERROR " + message; }};
 {probe_js}
 </script></body>"""))
     done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+                           "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
+                           "--dump-dom", probe.as_uri()],
                           capture_output=True, text=True, timeout=120)
+    if console is not None:
+        console += [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
     assert title is not None, done.stderr[-2000:]
     return html_module.unescape(title.group(1))
@@ -101,6 +106,37 @@ setTimeout(function () {
   if (document.title.indexOf('ERROR') !== 0) { document.title = 'CHARTS ' + drawn; }
 }, 1500);""", tmp_path)
     assert title == f"CHARTS {count}", title  # drawn, each an SVG
+
+
+@pytest.fixture(scope="module")
+def recursive_run(tmp_path_factory):
+    """A target whose pstats edges claim more than their callers (recursion)."""
+    out = tmp_path_factory.mktemp("html") / "recursive"
+    done = profile_all("run", TARGETS / "recursive.py", "-b", "cprofile", "-o", out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("which", ["speed", "recursive"])
+def test_the_call_tree_draws_in_a_real_browser(which, run_dir, recursive_run, tmp_path):
+    """The cProfile icicle is drawn, a box a node, and plotly.js says nothing (it refuses,
+    with a console warning and a blank chart, a node smaller than its children)."""
+    folder = run_dir if which == "speed" else recursive_run
+    page = (folder / "report.html").read_text()
+    figures = _chart_data(page)
+    [index] = [i for i, f in enumerate(figures) if f["data"][0]["type"] == "icicle"]
+    nodes = len(figures[index]["data"][0]["ids"])
+    root = figures[index]["data"][0]["labels"][0]
+    assert root.endswith(":1(<module>)") and "profile_all" not in root, root
+    console: list[str] = []
+    title = _in_chromium(page, """
+setTimeout(function () {
+  var boxes = document.querySelectorAll('#chart-INDEX .trace.icicle path.surface').length;
+  if (document.title.indexOf('ERROR') !== 0) { document.title = 'BOXES ' + boxes; }
+}, 1500);""".replace("INDEX", str(index)), tmp_path, console)
+    assert nodes >= 3
+    assert title == f"BOXES {nodes}", (title, console)
+    assert not [line for line in console if "WARN" in line or "rror" in line], console
 
 
 def test_tables_hold_every_row_and_sort_and_filter_in_a_browser(run_dir, tmp_path):

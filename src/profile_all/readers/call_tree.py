@@ -8,46 +8,193 @@ scaled by the share of its own cumulative time that path holds; a function alrea
 path is not unfolded again (recursion); a node under MIN_SHARE of the root, or beyond
 MAX_NODES, is left out (its time stays in its caller's).
 
+A node never holds less than its children together (an icicle's `branchvalues="total"`
+refuses such a tree and draws nothing). Under recursion pstats' edge times can claim more:
+cProfile counts a function's cumulative time, and each edge's, only in the outermost of
+the calls nested in each other, so when X calls Y and Y calls X again (torch's
+`Module._call_impl` -> `Sequential.forward` -> `_call_impl` of each layer), X's edge to a
+callee of the inner X is counted in full beside the edge to Y that already holds it. So
+the rule: a node's value is what it was measured (the root's cumulative time) or given
+by its caller; when its callees' scaled edge times add up to more than that, each is
+scaled down by the same factor so that together they hold exactly the node's value (a
+child never claims more than its parent, and their shares stay as pstats measured them).
+
+In a profile that profile-all made (`cprofile.prof`: the pass's `runner/passrun.py`
+`run_target` is a root), profile-all's own frames and runpy's are left out (`OwnFrames`):
+the root is the target script's `<module>` (the one runpy's `exec` ran); an own frame
+called from the user's code (a region, `pa.step()`, the step hooks torch calls) is
+spliced out: its time and that of the built-ins it called stay in its caller (self time),
+and the Python functions it called (a function decorated with `@pa.region`) hang from the
+caller. A model (no script) has as roots the Python functions profile-all's code called.
+A profile that profile-all did not make is unfolded as it is.
+
 Rows: scope `call`, the function as pstats names it, `parent` the path of its callers from
 the root joined by rows.CALL_SEPARATOR (function names hold `/`, the regions' separator).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from profile_all.rows import call_path, row
 
 MIN_SHARE = 0.002
 MAX_NODES = 2000
+#: the file pstats gives built-in (C) functions
+BUILTIN = "~"
+_EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
+#: the pass's frame that runs the target: a profile holding it as a root is profile-all's
+_MARK_FILE, _MARK_FUNCTION = "/profile_all/runner/passrun.py", "run_target"
+_OWN_BUILTIN = re.compile(r"(?<![\w.])profile_all\.")
+#: the standard library's and installed packages' files, as a profile names them
+_LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
+                      r"|[/\\]lib[/\\]python\d[\d.]*[/\\]", re.IGNORECASE)
+#: scaled-down children keep this much below their parent, against the sum's rounding
+_MARGIN = 1 - 1e-12
 
 
-def call_rows(entries: dict[Any, tuple], name_of: Any) -> list[list[Any]]:
-    """`entries`: pstats.Stats.stats ({function: (cc, nc, tt, ct, callers)});
-    `name_of`: a function's display name."""
+def _slashed(filename: str) -> str:
+    return filename.replace("\\", "/")
+
+
+@dataclass(frozen=True)
+class OwnFrames:
+    """profile-all's own frames in a profile it made, and the user's roots in it."""
+
+    package: str  # the profile_all directory as the profile names files, with "/" at the end
+    roots: tuple[tuple[Any, float], ...]  # (function, seconds), heaviest first
+
+    def __contains__(self, function: Any) -> bool:
+        filename = _slashed(function[0])
+        if filename == BUILTIN:  # the regions' enter and exit in C
+            return _OWN_BUILTIN.search(function[2]) is not None
+        return (filename.startswith(self.package) or filename == "<frozen runpy>"
+                or filename.endswith("/runpy.py"))
+
+    def works_for(self, function: Any) -> bool:
+        """Whether `function`, called by profile-all's frames, did their work: a built-in
+        or a library's (the user's own functions, as one decorated with `@pa.region`, no)."""
+        return function[0] == BUILTIN or _LIBRARY.search(function[0]) is not None
+
+
+def own_frames(entries: dict[Any, tuple]) -> OwnFrames | None:
+    """profile-all's frames when it made this profile (None for any other profile)."""
+    package = next((_slashed(f[0]).removesuffix("runner/passrun.py")
+                    for f, values in entries.items()
+                    if not values[4] and f[2] == _MARK_FUNCTION
+                    and _slashed(f[0]).endswith(_MARK_FILE)), None)
+    if package is None:
+        return None
+    own = OwnFrames(package, ())
+    runpy_exec = _EXEC in entries and any(caller in own for caller in entries[_EXEC][4])
+    script = [(f, values[3]) for f, values in entries.items()
+              if runpy_exec and f[2] == "<module>" and _EXEC in values[4] and f not in own]
+    if script:  # the target's module; modules it exec'd itself weigh less
+        return OwnFrames(package, (max(script, key=lambda entry: entry[1]),))
+    return OwnFrames(package, _called_by_own(entries, own))
+
+
+def _called_by_own(entries: dict[Any, tuple], own: OwnFrames) -> tuple[tuple[Any, float], ...]:
+    """A model's roots: the Python functions profile-all's frames called (reached from its
+    roots through its own frames only), with the time of those calls."""
+    callees = _callees(entries)
+    seen = {f for f, values in entries.items() if not values[4] and f in own}
+    pending, found = list(seen), defaultdict(float)
+    while pending:
+        for callee, seconds in callees.get(pending.pop(), {}).items():
+            if callee in own and callee not in seen:
+                seen.add(callee)
+                pending.append(callee)
+            elif callee not in own and callee[0] != BUILTIN:
+                found[callee] += seconds
+    roots = [(f, min(seconds, entries[f][3])) for f, seconds in found.items()]
+    return tuple(sorted(roots, key=lambda entry: -entry[1]))
+
+
+def _callees(entries: dict[Any, tuple]) -> dict[Any, dict[Any, float]]:
     callees: dict[Any, dict[Any, float]] = defaultdict(dict)
     for function, (*_, callers) in entries.items():
         for caller, edge in callers.items():
             callees[caller][function] = edge[3]
+    return callees
+
+
+class _Tree:
+    def __init__(self, entries: dict[Any, tuple], own: OwnFrames | None) -> None:
+        self.entries, self.own = entries, own
+        self.callees = _callees(entries)
+
+    def node(self, function: Any, share: float, on_path: frozenset) -> tuple[float, float]:
+        """(value, scale) of `function` given `share` seconds by its caller: at most its
+        self time and its callees' edge times at that scale, its recursion left out."""
+        _cc, _nc, self_time, cumulative, _callers = self.entries[function]
+        scale = share / cumulative if cumulative > 0 else 0.0
+        inside = self_time + math.fsum(seconds for callee, seconds
+                                       in self.callees.get(function, {}).items()
+                                       if callee not in on_path)
+        return min(share, inside * scale), scale
+
+    def children(self, function: Any, value: float, scale: float,
+                 on_path: frozenset) -> dict[Any, tuple[float, float]]:
+        """The node's children, each (value, scale): together at most `value`."""
+        found: dict[Any, float] = defaultdict(float)
+        self._gather(function, scale, on_path, found, frozenset())
+        nodes = {callee: self.node(callee, share, on_path | {callee})
+                 for callee, share in found.items()}
+        claimed = math.fsum(value for value, _scale in nodes.values())
+        if claimed > value:
+            factor = value / claimed * _MARGIN
+            nodes = {callee: (one * factor, its * factor) for callee, (one, its) in nodes.items()}
+        return nodes
+
+    def _gather(self, function: Any, scale: float, on_path: frozenset,
+                found: dict[Any, float], spliced: frozenset) -> None:
+        """`function`'s callees with their edge times at `scale`, through own frames."""
+        for callee, seconds in self.callees.get(function, {}).items():
+            if callee in on_path or callee in spliced:
+                continue
+            if self.own is not None and callee in self.own:
+                cumulative = self.entries[callee][3]
+                inner = seconds * scale / cumulative if cumulative > 0 else 0.0
+                self._gather(callee, inner, on_path, found, spliced | {callee})
+            elif not (spliced and self.own is not None and self.own.works_for(callee)):
+                found[callee] += seconds * scale  # (what profile-all's code did stays)
+
+
+def _roots(entries: dict[Any, tuple], own: OwnFrames | None) -> list[tuple[Any, float]]:
+    if own is not None:
+        return list(own.roots)
     roots = [function for function, values in entries.items() if not values[4]]
     if not roots:
         return []
     root = max(roots, key=lambda function: entries[function][3])
-    total = entries[root][3]
+    return [(root, entries[root][3])]
+
+
+def call_rows(entries: dict[Any, tuple], name_of: Any,
+              own: OwnFrames | None = None) -> list[list[Any]]:
+    """`entries`: pstats.Stats.stats ({function: (cc, nc, tt, ct, callers)});
+    `name_of`: a function's display name; `own`: profile-all's frames (`own_frames`)."""
+    roots = _roots(entries, own)
+    total = sum(seconds for _root, seconds in roots)
     if not total > 0:
         return []
+    tree = _Tree(entries, own)
     rows: list[list[Any]] = []
-    pending = [(root, "", total, frozenset([root]))]
+    # smallest first onto the stack: the largest is unfolded next
+    pending = [(root, "", *tree.node(root, seconds, frozenset([root])), frozenset([root]))
+               for root, seconds in reversed(roots) if seconds >= MIN_SHARE * total]
     while pending and len(rows) < MAX_NODES:
-        function, parent, value, on_path = pending.pop()
+        function, parent, value, scale, on_path = pending.pop()
         name = name_of(function)
         rows.append(row("call", name, "cumulative_time", value, parent=parent))
-        own = entries[function][3]
-        scale = value / own if own > 0 else 0.0
         path = call_path(parent, name)
-        # smallest first onto the stack: the largest child is unfolded next
-        for callee, seconds in sorted(callees.get(function, {}).items(), key=lambda c: c[1]):
-            if callee not in on_path and seconds * scale >= MIN_SHARE * total:
-                pending.append((callee, path, seconds * scale, on_path | {callee}))
+        children = tree.children(function, value, scale, on_path)
+        for callee, (seconds, its) in sorted(children.items(), key=lambda c: c[1][0]):
+            if seconds >= MIN_SHARE * total:
+                pending.append((callee, path, seconds, its, on_path | {callee}))
     return rows

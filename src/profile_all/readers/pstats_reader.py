@@ -1,4 +1,12 @@
-"""cProfile/profile output (pstats files) -> rows of scope `function`."""
+"""cProfile/profile output (pstats files) -> rows of scope `function`.
+
+In a profile that profile-all made (see call_tree.own_frames) the rows hold the user's
+code only: the functions the target's `<module>` (a model: the functions profile-all's
+code called) reaches, profile-all's and runpy's own frames left out; a function also
+called from outside the user's code (by the pass before or after the target) counts
+only its calls from within it, and a built-in only those the user's code made itself,
+not those of profile-all's hooks. The file keeps everything.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.readers import IngestError
-from profile_all.readers.call_tree import call_rows
+from profile_all.readers.call_tree import OwnFrames, call_rows, own_frames
 from profile_all.rows import row
 
 
@@ -28,15 +36,57 @@ def load_stats(path: Path) -> pstats.Stats:
         ) from None
 
 
+def _reached(entries: dict[Any, tuple], own: OwnFrames) -> set[Any]:
+    """What the user's roots call, through profile-all's frames but not what those did on
+    their own account (call_tree.OwnFrames.works_for)."""
+    callees: dict[Any, list[Any]] = {}
+    for function, (*_, callers) in entries.items():
+        for caller in callers:
+            callees.setdefault(caller, []).append(function)
+    roots = [function for function, _seconds in own.roots]
+    seen, pending = set(roots), list(roots)
+    while pending:
+        caller = pending.pop()
+        for callee in callees.get(caller, ()):
+            if callee not in seen and not (caller in own and own.works_for(callee)):
+                seen.add(callee)
+                pending.append(callee)
+    return seen
+
+
+def user_functions(entries: dict[Any, tuple], own: OwnFrames) -> dict[Any, tuple]:
+    """The user's part of a profile profile-all made: {function: (cc, nc, tt, ct)}."""
+    roots = {function for function, _seconds in own.roots}
+    reached = _reached(entries, own)
+    kept = {}
+    for function, (cc, nc, tt, ct, callers) in entries.items():  # in the file's order
+        if function not in reached or function in own:
+            continue
+        works_for_own = own.works_for(function)
+        # an edge is (nc, cc, tt, ct), its calls in the other order
+        outside = [edge for caller, edge in callers.items() if caller not in reached
+                   or (works_for_own and caller in own)]
+        if function not in roots and outside:
+            nc -= sum(edge[0] for edge in outside)
+            cc -= sum(edge[1] for edge in outside)
+            tt = max(tt - sum(edge[2] for edge in outside), 0.0)
+            ct = max(ct - sum(edge[3] for edge in outside), tt)
+        if nc > 0:
+            kept[function] = (max(cc, 0), nc, tt, ct)
+    return kept
+
+
 def read_pstats(path: Path) -> list[list[Any]]:
     """One row per function and metric: calls, primitive_calls, self_time, cumulative_time;
     and the call tree (scope `call`, see call_tree)."""
     rows = []
     stats = load_stats(path).stats
-    for key, (primitive, calls, self_time, cumulative, _callers) in stats.items():
+    own = own_frames(stats)
+    functions = user_functions(stats, own) if own is not None else stats
+    for key, (primitive, calls, self_time, cumulative, *_callers) in functions.items():
         name = function_name(key)
         rows.append(row("function", name, "calls", calls))
         rows.append(row("function", name, "primitive_calls", primitive))
         rows.append(row("function", name, "self_time", self_time))
         rows.append(row("function", name, "cumulative_time", cumulative))
-    return rows + call_rows(stats, function_name)
+    return rows + call_rows(stats, function_name, own)

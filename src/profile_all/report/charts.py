@@ -9,6 +9,7 @@ escapes `</` so that no name can end the script element.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -246,11 +247,19 @@ def call_icicle(report: Report) -> Figure | None:
     ids = [call_path(parent, name)
            for parent, name in zip(calls["parent"], calls["name"], strict=True)]
     values = dict(zip(ids, calls["value"] * 1e3, strict=True))
-    children: dict[str, float] = {}
+    children: dict[str, list[str]] = {}
     for node, parent in zip(ids, calls["parent"], strict=True):
-        children[parent] = children.get(parent, 0.0) + values[node]
-    for node in ids:  # rounding: a parent holds at least what its children sum to
-        values[node] = max(values[node], children.get(node, 0.0))
+        children.setdefault(parent, []).append(node)
+    # a box holds at least its children (rows saved before readers.call_tree kept to
+    # that): from the roots down, children claiming more are scaled down to their parent
+    pending = [(node, values[node]) for node in children.get("", [])]
+    while pending:
+        node, value = pending.pop()
+        claimed = math.fsum(values[child] for child in children.get(node, []))
+        factor = value / claimed * (1 - 1e-12) if claimed > value else 1.0
+        for child in children.get(node, []):
+            values[child] *= factor
+            pending.append((child, values[child]))
     return {"data": [{"type": "icicle", "ids": ids, "parents": calls["parent"].tolist(),
                       "labels": calls["name"].tolist(), "values": [values[i] for i in ids],
                       "branchvalues": "total", "maxdepth": 6,

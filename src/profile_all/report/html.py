@@ -148,7 +148,9 @@ def _charts(report: Report, script: str | None) -> str:
             f'<script type="application/json" id="chart-data">{data}</script>'
             "<script>JSON.parse(document.getElementById('chart-data').textContent)"
             ".forEach(function (figure, index) { Plotly.newPlot('chart-' + index, "
-            "figure.data, figure.layout, {responsive: true, displaylogo: false}); });"
+            # names are text, never LaTeX: a region named "$x$" is shown as it is
+            "figure.data, figure.layout, {responsive: true, displaylogo: false, "
+            "typesetMath: false}); });"
             "</script>")
 
 
