@@ -23,6 +23,7 @@ The file's bytes, the event array's span and torch's unescaped quotes: trace_byt
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -179,19 +180,20 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-#: matrix products whose FLOPs the shapes give: operator -> positions of its two matrices
-def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
-    """(metadata, columns), or None when the bytes are not a trace this reader parses."""
+def _read_columns(data: bytes, make: Callable[[], Any] = _Collector
+                  ) -> tuple[dict[str, Any], Any] | None:
+    """(metadata, the collector, made by `make`, that was given the events), or None when
+    the bytes are not a trace this reader parses."""
     span = trace_bytes.events_span(data)
     if span is not None:
         opening, first, closing = span
         meta = orjson.loads(data[:opening + 1] + data[closing:])
-        collector = _Collector()
+        collector = make()
         if isinstance(meta, list):
             meta = {}
         if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector):
             meta.pop("traceEvents", None)
-            return meta, collector.columns
+            return meta, collector
     try:  # an unusual layout: parse the whole document at once
         document = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -200,9 +202,9 @@ def _read_columns(data: bytes) -> tuple[dict[str, Any], TraceColumns] | None:
         document.pop("traceEvents", None) if isinstance(document, dict) else None)
     if not isinstance(events, list) or (events and not isinstance(events[0], dict)):
         return None
-    collector = _Collector()
+    collector = make()
     collector.add(events)
-    return (document if isinstance(document, dict) else {}), collector.columns
+    return (document if isinstance(document, dict) else {}), collector
 
 
 #: what reading a trace holds at its peak, per byte of its JSON (the bytes themselves, the
@@ -220,11 +222,40 @@ def load(path: str | Path, data: bytes | None = None) -> ChromeTrace:
         read = _read_columns(trace_bytes.escape_raw_quotes(data))
     if read is None:
         raise trace_bytes.json_error(path, data)
-    meta, columns = read
-    return ChromeTrace(path, meta, columns)
+    meta, collector = read
+    return ChromeTrace(path, meta, collector.columns)
 
 
-def _collect_chunks(data: bytes, first: int, closing: int, collector: _Collector) -> bool:
+class _Finder:
+    """Where the first complete event with this (name, ts, dur) is in the event array."""
+
+    def __init__(self, wanted: tuple[Any, Any, Any], any_ts: bool) -> None:
+        self.wanted, self.any_ts, self.seen, self.position = wanted, any_ts, 0, None
+
+    def add(self, events: list[dict]) -> None:
+        for offset, event in enumerate(events if self.position is None else ()):
+            ts = self.wanted[1] if self.any_ts else event.get("ts")
+            if type(event) is dict and event.get("ph") == "X" and (
+                    event.get("name"), ts, event.get("dur")) == self.wanted:
+                self.position = self.seen + offset
+                break
+        self.seen += len(events)
+
+
+def event_position(path: Path, name: Any, ts: Any, dur: Any, any_ts: bool = False
+                   ) -> int | None:
+    """The position (from 0) in the trace's event array of its first complete event with
+    this name, ts (any, with `any_ts`) and dur, read again chunk by chunk (for a message:
+    slow, seldom)."""
+    data = trace_bytes.read_bytes(path)
+    for attempt in (data, trace_bytes.escape_raw_quotes(data)):
+        read = _read_columns(attempt, lambda: _Finder((name, ts, dur), any_ts))
+        if read is not None and read[1].position is not None:
+            return read[1].position
+    return None
+
+
+def _collect_chunks(data: bytes, first: int, closing: int, collector: Any) -> bool:
     """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined."""
     start = first
     while start < closing:

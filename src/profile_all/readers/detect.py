@@ -35,6 +35,8 @@ class IngestedFile:
     facts: dict[str, Any] = field(default_factory=dict)
     #: (series, name, start, end, value, unit) each (rows.TIMELINE_COLUMNS)
     timeline: list[list[Any]] = field(default_factory=list)
+    #: what the report must say of the file: events left out for impossible values
+    doubts: list[str] = field(default_factory=list)
 
 
 def _looks_like_json(head: bytes) -> bool:
@@ -88,23 +90,29 @@ def read_any(path: str | Path) -> IngestedFile:
     return READERS[kind](path)
 
 
+def _nsys_file(path: Path, rows: list[list[Any]], facts: dict[str, Any]) -> IngestedFile:
+    return IngestedFile(path, "nsys", 0, rows, facts, doubts=facts.pop("doubts", []))
+
+
 def _nsys_sqlite(path: Path) -> IngestedFile:
-    return IngestedFile(path, "nsys", 0, *nsys_sqlite.read_export(path))
+    return _nsys_file(path, *nsys_sqlite.read_export(path))
 
 
 def _nsys_rep(path: Path) -> IngestedFile:
-    return IngestedFile(path, "nsys", 0, *nsys_rep.read_nsys_rep(path))
+    return _nsys_file(path, *nsys_rep.read_nsys_rep(path))
 
 
 def _nsys_csv(path: Path) -> IngestedFile:
-    return IngestedFile(path, "nsys", 0, *nsys_csv.read_nsys_csv(path))
+    return _nsys_file(path, *nsys_csv.read_nsys_csv(path))
 
 
 def _chrome_trace(path: Path) -> IngestedFile:
     from profile_all.readers.chrome_trace import load
     from profile_all.readers.trace_analysis import trace_rows
+    from profile_all.readers.trace_checks import drop_impossible
 
     trace = load(path)
+    doubts = drop_impossible(trace)
     if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
         raise IngestError(f"{path}: a trace with no operator, kernel or range in it "
                           f"({trace.columns.events} events): nothing to report")
@@ -112,12 +120,14 @@ def _chrome_trace(path: Path) -> IngestedFile:
                if isinstance(d, dict)]
     distributed = trace.meta.get("distributedInfo") or {}
     return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
-                        {"devices": devices, "distributed": distributed})
+                        {"devices": devices, "distributed": distributed}, doubts=doubts)
 
 
 def _pstats(path: Path) -> IngestedFile:
-    from profile_all.readers.pstats_reader import read_pstats
+    from profile_all.readers.pstats_checks import check
+    from profile_all.readers.pstats_reader import load_stats, read_pstats
 
+    check(path, load_stats(path).stats)  # (read twice: pstats files are small)
     return IngestedFile(path, "cprofile", 0, read_pstats(path))
 
 
@@ -132,9 +142,10 @@ def _mprofile(path: Path) -> IngestedFile:
         raise IngestError(str(error)) from None
     if not len(profile.times):
         raise IngestError(f"{path}: an mprofile file without a MEM sample")
+    doubts = mprofile.drop_impossible(path, profile)
     started = profile.times[0]
     return IngestedFile(path, "memory", 0, run_rows(profile, started),
-                        {"command": profile.command}, timeline(profile, started))
+                        {"command": profile.command}, timeline(profile, started), doubts)
 
 
 READERS = {"nsys-sqlite": _nsys_sqlite, "nsys-rep": _nsys_rep, "nsys-csv": _nsys_csv,

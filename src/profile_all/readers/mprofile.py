@@ -8,12 +8,16 @@ mprof splits a FUNC line on single spaces, so a name's whitespace is written as 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from profile_all.readers import plausible
+from profile_all.readers.plausible import Field
 
 MIB = 2**20
 
@@ -73,6 +77,36 @@ def read(path: str | Path) -> Mprofile:
     profile.times, profile.rss = np.array(times), np.array(rss)
     profile.children = {child: (np.array(t), np.array(m)) for child, (t, m) in children.items()}
     return profile
+
+
+def _line_of(path: str | Path, prefix: str, nth: int) -> int:
+    """The number of the `nth` (from 0) line that starts with `prefix`."""
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        found = (number for number, line in enumerate(lines, start=1) if line.startswith(prefix))
+        return next(itertools.islice(found, nth, None), 0)
+
+
+def drop_impossible(path: str | Path, profile: Mprofile) -> list[str]:
+    """Leave out the samples (MEM, CHLD) with an impossible value (plausible: not a finite
+    number, a negative size, a time more than a year from the median sample's); the doubt
+    to say of them; IngestError when they are too many."""
+    series = {"MEM ": (profile.times, profile.rss),
+              **{f"CHLD {child} ": pair for child, pair in profile.children.items()}}
+    centre = plausible.centre_of([times for times, _rss in series.values()])
+    tally = plausible.Tally()
+    for prefix, (times, rss) in series.items():
+        fields = [Field("MiB", plausible.COUNT, rss, rss / MIB, "MiB"),
+                  Field("time", plausible.TIME, times, times, "s")]
+
+        def describe(position: int, prefix: str = prefix) -> str:
+            return f"line {_line_of(path, prefix, position)} ({prefix.strip()} sample)"
+
+        keep = tally.add(fields, centre, describe)
+        if prefix == "MEM ":
+            profile.times, profile.rss = times[keep], rss[keep]
+        else:
+            profile.children[prefix.split()[1]] = (times[keep], rss[keep])
+    return tally.settled(path, "samples")
 
 
 def write(path: str | Path, command: str, samples: Iterable[str],

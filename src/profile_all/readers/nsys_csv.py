@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profile_all.readers.nsys_checks import csv_kept
 from profile_all.readers.nsys_csv_table import Table, read
 from profile_all.readers.nsys_rows import (
     activity_rows,
@@ -67,13 +68,14 @@ def _span(starts: pd.Series, ends: pd.Series) -> list[list[Any]]:
     return [row("run", "trace", "wall_time", ends.max() - starts.min())]
 
 
-def _pushpop(table: Table) -> list[list[Any]]:
+def _pushpop(table: Table, kept: np.ndarray) -> list[list[Any]]:
+    """Ranges: their parents' paths from all of them, their rows from those `kept`."""
     ranges = pd.DataFrame({"name": range_name(table.text("name")),
                            "wall": table.seconds("duration"), "level": table.number("lvl"),
                            "id": table.text("rangeid"), "parent_id": table.text("parentid")})
     ranges["parent"] = _parent_paths(ranges)
-    return (_span(table.seconds("start"), table.seconds("end"))
-            + region_rows(ranges[["name", "parent", "wall"]]))
+    return (_span(table.seconds("start")[kept], table.seconds("end")[kept])
+            + region_rows(ranges.loc[kept, ["name", "parent", "wall"]]))
 
 
 def _copy_names(names: pd.Series, sources: pd.Series, destinations: pd.Series) -> list[str]:
@@ -160,8 +162,9 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     with open(path, "rb") as stream:
         head = stream.read(16)
     report, table = read(path, head)
+    kept, doubts = csv_kept(path, report, table)
     readers = {
-        "nvtx_pushpop_trace": _pushpop,
+        "nvtx_pushpop_trace": lambda t: _pushpop(table, kept),
         "nvtx_sum": lambda t: _summary_rows(t, "region", range_name(t.text("range")),
                                             "wall_time"),
         "cuda_gpu_trace": _gpu_trace,
@@ -170,6 +173,7 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         "cuda_api_sum": lambda t: _summary_rows(t, "api", api_names(t.text("name")),
                                                 "wall_time"),
     }
-    return readers[report](table), {"report": report, "devices": _devices(table)}
+    facts = {"report": report, "devices": _devices(table)}
+    return readers[report](table.only(kept)), {**facts, **({"doubts": doubts} if doubts else {})}
 
 

@@ -18,7 +18,7 @@ import lzma
 import re
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pandas as pd
 
@@ -100,9 +100,11 @@ def decompressed_head(head: bytes, size: int = 65536) -> bytes:
 class Table:
     """A report's rows as text, its columns looked up by label, values in SI units."""
 
-    def __init__(self, path: Path, fields: list[str], frame: pd.DataFrame) -> None:
+    def __init__(self, path: Path, fields: list[str], frame: pd.DataFrame,
+                 header_line: int = 1) -> None:
         self.path = path
         self.frame = frame
+        self.header_line = header_line  # (its rows follow it, one a line)
         self.columns = {}
         for field in fields:
             label, unit = _label_and_unit(field)
@@ -124,6 +126,13 @@ class Table:
                               f"not know ({unit}); it reads {', '.join(units)}")
         return self.number(label) * units[unit or default]
 
+    def only(self, kept: Any) -> Table:
+        """The table of the rows `kept` (a boolean mask)."""
+        if kept.all():
+            return self
+        return Table(self.path, list(self.frame.columns), self.frame[kept]
+                     .reset_index(drop=True), self.header_line)
+
     def seconds(self, label: str) -> pd.Series:
         """A time column in seconds; nanoseconds where the header gives no unit (nsys's
         default)."""
@@ -137,11 +146,11 @@ def read(path: Path, head: bytes) -> tuple[str, Table]:
     """The report and its table; the header found within PREAMBLE_LINES lines."""
     try:
         with opened(path, head) as stream:
-            for _ in range(PREAMBLE_LINES):
+            for line in range(1, PREAMBLE_LINES + 1):
                 fields = _fields(stream.readline())
                 report = report_of(fields)
                 if report:
-                    return report, Table(path, fields, _data(stream, fields))
+                    return report, Table(path, fields, _data(stream, fields), line)
     except (OSError, EOFError, lzma.LZMAError, zlib.error, pd.errors.ParserError,
             csv.Error) as error:
         raise IngestError(f"{path}: unreadable nsys stats CSV ({_one_line(error)})") from None

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import IngestError
+from profile_all.readers import IngestError, nsys_checks
 from profile_all.readers.nsys_rows import (
     COPY_LABELS,
     MEMORY_LABELS,
@@ -41,6 +41,9 @@ RANGE_EVENT_TYPES = (59, 60)
 DOMAIN_EVENT_TYPE = 75
 _PID_SHIFT = 24  # a serialized globalTid holds the pid above its low 24 bits
 _NANO = 1e-9
+#: the event tables checked for impossible values (nsys_checks)
+_TABLES = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 
 #: CUPTI_ACTIVITY_KIND_RUNTIME.eventClass of the CUDA backtrace records, when the export has
 #: no ENUM_NSYS_EVENT_CLASS: they repeat an API call (same thread, correlationId and
@@ -70,7 +73,7 @@ class NsysExport:
         """The wanted columns that exist (the others are NULL); empty when the table is absent."""
         if table not in self.tables:
             return pd.DataFrame(columns=wanted)
-        present = set(self.columns(table))
+        present = {*self.columns(table), "rowid"}
         select = ", ".join(f'"{c}"' if c in present else f'NULL as "{c}"' for c in wanted)
         return pd.read_sql_query(f'select {select} from "{table}" {where}', self.db)
 
@@ -103,7 +106,7 @@ def _ranges(export: NsysExport) -> pd.DataFrame:
     user's, the text alone in the default domain (where pa.region's ranges are)."""
     types = ", ".join(map(str, RANGE_EVENT_TYPES))
     ranges = export.frame("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId",
-                                          "globalTid", "domainId"],
+                                          "globalTid", "domainId", "rowid"],
                           f'where eventType in ({types}) and "end" is not null')
     domains = _domains(export)
     ranges["name"] = [
@@ -136,7 +139,7 @@ def _parents(ranges: pd.DataFrame) -> list[str]:
 
 def _device(export: NsysExport, table: str, extra: list[str]) -> pd.DataFrame:
     """One device activity table: start, end, correlationId, the launching pid, and extra."""
-    work = export.frame(table, ["start", "end", "correlationId", "globalPid", *extra])
+    work = export.frame(table, ["start", "end", "correlationId", "globalPid", "rowid", *extra])
     work["pid"] = _pid(work["globalPid"])
     return work
 
@@ -178,7 +181,7 @@ def _backtrace_class(export: NsysExport) -> int:
 def _api_calls(export: NsysExport) -> pd.DataFrame:
     """CUDA runtime and driver calls, without the backtrace records that repeat them."""
     calls = export.frame("CUPTI_ACTIVITY_KIND_RUNTIME", [
-        "start", "end", "eventClass", "nameId", "correlationId", "globalTid"])
+        "start", "end", "eventClass", "nameId", "correlationId", "globalTid", "rowid"])
     calls = calls[calls["eventClass"] != _backtrace_class(export)].copy()
     calls["name"] = api_names(calls["nameId"].map(export.strings).fillna(""))
     calls["pid"] = _pid(calls["globalTid"])
@@ -211,8 +214,9 @@ def _projected_gpu_time(ranges: pd.DataFrame, device: pd.DataFrame,
 
 def _session_seconds(export: NsysExport) -> float | None:
     """The capture's duration as nsys recorded it (ANALYSIS_DETAILS), when it did."""
-    details = export.frame("ANALYSIS_DETAILS", ["duration"]).dropna()
-    return float(details["duration"].max()) * _NANO if len(details) else None
+    details = pd.to_numeric(export.frame("ANALYSIS_DETAILS", ["duration"])["duration"],
+                            errors="coerce").dropna()
+    return float(details.max()) * _NANO if len(details) else None
 
 
 def _span_seconds(*frames: pd.DataFrame) -> float | None:
@@ -248,6 +252,11 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         raise IngestError(f"{path}: unreadable Nsight Systems export ({error})") from None
     finally:
         export.db.close()
+    kept, doubts = nsys_checks.exported(path, dict(zip(_TABLES, (
+        ranges, calls, kernels, copies, fills), strict=True)))
+    ranges, calls, kernels, copies, fills = (kept[table] for table in _TABLES)
+    session, doubts = nsys_checks.session_checked(path, session, doubts)
+    facts.update({"doubts": doubts} if doubts else {})  # (detect moves them to the file)
     device = pd.concat([w[["start", "end", "correlationId", "pid"]]
                         for w in (kernels, copies, fills) if len(w)] or [kernels])
     rows = []

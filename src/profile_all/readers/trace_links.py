@@ -164,7 +164,9 @@ def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
                                      ops["external_id"].to_numpy()[first:stop],
                                      runtime["external_id"].to_numpy()[calls])
             launcher[calls] = np.where(inside >= 0, inside + first, -1)
-    owner = np.where(device["launch"] >= 0, launcher[device["launch"].clip(lower=0)], -1)
+    launch = device["launch"].to_numpy()
+    owner = np.full(len(device), -1)  # (a trace may have kernels and no runtime call)
+    owner[launch >= 0] = launcher[launch[launch >= 0]]
     device_dur = device["dur"].to_numpy(float)
     attributed = owner >= 0
     self_gpu = np.bincount(owner[attributed], weights=device_dur[attributed],

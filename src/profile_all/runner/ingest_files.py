@@ -14,6 +14,7 @@ from profile_all import backends, environment
 from profile_all.errors import UsageError
 from profile_all.readers import IngestError
 from profile_all.readers.detect import IngestedFile, read_any
+from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import FORMAT_VERSION, Report
 from profile_all.report.store import save
 from profile_all.runner.rundir import RunDirectory
@@ -35,6 +36,8 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     for path in found:  # files a directory holds: those that are not traces are left out
         try:
             files.append(read_any(path))
+        except ImpossibleValues:
+            raise  # a trace, but a broken one: refused as a file named is
         except IngestError as error:
             skipped.append(str(error))
     if not files:
@@ -44,8 +47,9 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     rows = []
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
         rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
-    meta = {
-        "format": FORMAT_VERSION, "status": "complete", "exit_code": 0,
+    meta = {  # partial: a file's events with impossible values were left out (its doubt)
+        "format": FORMAT_VERSION, "exit_code": 0,
+        "status": "partial" if any(file.doubts for file in files) else "complete",
         "target": {"kind": "ingest",
                    "command": shlex.join(["profile-all", "ingest", *map(str, paths)])},
         "command": command or [],
@@ -87,9 +91,11 @@ def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
 
 
 def _doubts(files: list[IngestedFile], skipped: list[str]) -> list[str]:
-    """What the reader of this report should know: files left out, and several files of
-    one backend and rank, which the views add up or take the median of."""
+    """What the reader of this report should know: files left out, events left out for
+    impossible values, and several files of one backend and rank, which the views add up
+    or take the median of."""
     said = [f"left out, not a trace: {reason}" for reason in skipped]
+    said += [doubt for file in files for doubt in file.doubts]
     by_rank: dict[tuple[str, int], list[str]] = defaultdict(list)
     for file in files:
         by_rank[(file.backend, file.rank)].append(file.path.name)

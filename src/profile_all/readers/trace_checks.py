@@ -1,0 +1,80 @@
+"""Impossible values in a chrome trace's kept events (plausible: which, and the policy):
+`ts` and `dur` (microseconds) of operators, device activities, runtime calls and ranges,
+an operator's FLOPs and a copy's bytes. The events that hold one are taken out of the
+columns before any analysis sees them; an event is named by its position in the file's
+event array (from 0, as `jq '.traceEvents[N]'` finds it) and its name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import compress
+from operator import itemgetter
+
+import numpy as np
+
+from profile_all.readers import plausible
+from profile_all.readers.chrome_trace import ChromeTrace, event_position
+from profile_all.readers.plausible import COUNT, DURATION, TIME, Field
+
+#: the timed columns: (attribute, position of ts, of dur, what an event of it is)
+_TIMED = (("ops", 2, 3, "operator"), ("device", 3, 4, ""), ("runtime", 2, 3, "runtime call"),
+          ("annotations", 2, 3, "range"))
+#: other numbers that reach totals: (attribute, position, field name)
+_COUNTS = {"ops": (5, "args.FLOPs"), "device": (6, "args.bytes")}
+
+
+def _column(events: list[tuple], at: int) -> list:
+    return list(map(itemgetter(at), events))
+
+
+def _fields(events: list[tuple], ts_at: int | None, dur_at: int, scale: float,
+            extra: tuple[int, str] | None) -> list[Field]:
+    raw_dur = _column(events, dur_at)
+    dur = plausible.numbers(raw_dur)
+    fields = [Field("dur", DURATION, dur * scale, raw_dur, "µs")]
+    if ts_at is not None:
+        raw_ts = _column(events, ts_at)
+        ts = plausible.numbers(raw_ts)
+        end = ts + np.where(np.isfinite(dur), dur, 0.0)
+        fields += [Field("ts", TIME, ts * scale, raw_ts, "µs"),
+                   Field("ts + dur", TIME, end * scale, end, "µs")]
+    if extra is not None:
+        raw = _column(events, extra[0])
+        fields.append(Field(extra[1], COUNT, plausible.numbers(raw), raw))
+    return fields
+
+
+def _describer(trace: ChromeTrace, events: list[tuple], ts_at: int | None, dur_at: int,
+               what: str) -> Callable[[int], str]:
+    def describe(position: int) -> str:
+        event = events[position]
+        kind = what or event[1]
+        ts = event[ts_at] if ts_at is not None else None
+        found = event_position(trace.path, event[0], ts, event[dur_at], any_ts=ts_at is None)
+        where = f"event {found}" if found is not None else "an event"
+        return f"{where} {event[0]!r} ({kind})"
+
+    return describe
+
+
+def drop_impossible(trace: ChromeTrace) -> list[str]:
+    """Leave out of the trace's columns the events with an impossible value; the doubt to
+    say of them (none when there is none); IngestError when they are too many."""
+    columns, scale = trace.columns, trace.seconds_per_unit
+    tally = plausible.Tally()
+    fields = {attribute: _fields(getattr(columns, attribute), ts_at, dur_at, scale,
+                                 _COUNTS.get(attribute))
+              for attribute, ts_at, dur_at, _what in _TIMED}
+    centre = plausible.centre_of([table[1].values for table in fields.values()])
+    for attribute, ts_at, dur_at, what in _TIMED:
+        events = getattr(columns, attribute)
+        keep = tally.add(fields[attribute], centre,
+                         _describer(trace, events, ts_at, dur_at, what))
+        if not keep.all():
+            setattr(columns, attribute, list(compress(events, keep)))
+    spans = columns.gpu_annotations
+    keep = tally.add(_fields(spans, None, 1, scale, None), centre,
+                     _describer(trace, spans, None, 1, "GPU range"))
+    if not keep.all():
+        columns.gpu_annotations = list(compress(spans, keep))
+    return tally.settled(trace.path)
