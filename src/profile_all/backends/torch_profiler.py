@@ -90,6 +90,7 @@ class TorchProfiler(Backend):
         # ProfilerStep#N in the trace, as torch.profiler's own step() marks them, for
         # TensorBoard's step view and HTA: from the start where the target has steps
         self._profile.record_steps = bool(steps) or bool(ctx.step_source)
+        self._steps = 0
         self._profile.start()
 
     def enter(self, name: str, parent: str) -> Any:
@@ -104,6 +105,7 @@ class TorchProfiler(Backend):
         token.__exit__(None, None, None)
 
     def step(self) -> None:
+        self._steps += 1
         self._profile.step()
 
     def _export(self, profile: Any) -> None:
@@ -130,6 +132,7 @@ class TorchProfiler(Backend):
             self._export(self._profile)
         # torch's events (1.6 KB each: 2.5 GB for 1.6M) are written; reading the trace back
         # needs the memory, so the profile goes before it: 1.3 GB held -> 0.1 GB
+        self._profile_steps = self._profile.record_steps
         self._profile = None
         _give_back_freed_memory()
 
@@ -162,7 +165,10 @@ class TorchProfiler(Backend):
         if short:
             self.losses.append(short)
             return Collected([], [artifact])
-        rows = trace_rows(load(self._path, data))
+        trace = load(self._path, data)
+        if self._profile_steps:
+            trace.keep_steps(self._steps)  # as many ProfilerStep ranges as steps
+        rows = trace_rows(trace)
         if self._encoded:
             rows = [self._decoded(measured) for measured in rows]
         return Collected(rows, [artifact])

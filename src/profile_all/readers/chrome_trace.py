@@ -85,6 +85,19 @@ class ChromeTrace:
         rank = info.get("rank", 0) if isinstance(info, dict) else 0
         return int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else 0
 
+    def keep_steps(self, steps: int) -> None:
+        """Leave out the ranges ProfilerStep#N with N >= `steps`: torch opens the next one
+        at each step(), so a profile stopped after `steps` steps holds one more, the tail
+        after the last step, which is not a step."""
+        def kept(name: str) -> bool:
+            number = name[len(STEP_PREFIX):] if name.startswith(STEP_PREFIX) else ""
+            return not (number.isdigit() and int(number) >= steps)
+
+        columns = self.columns
+        columns.annotations = [event for event in columns.annotations if kept(event[0])]
+        columns.gpu_annotations = [event for event in columns.gpu_annotations
+                                   if kept(event[0])]
+
 
 def _parse_array(data: bytes, start: int, stop: int) -> list[dict]:
     return orjson.loads(b"[" + data[start:stop].rstrip().rstrip(b",") + b"]")
