@@ -64,6 +64,10 @@ UNIT_OF_METRIC = {
     "module_type": "count",  # 1, with the module's class name in the stat column
     "latency": "s",
     "iterations": "count",
+    "page_faults": "count",  # per timed iteration of a model (its process's, getrusage)
+    # a model's median latency on CPU with glibc's heap held, where its timing pass's
+    # iterations faulted pages in (model/allocator.py)
+    "latency_memory_kept": "s",
     "peak_memory": "B",
     "bytes": "B",
     "gpu_span": "s",

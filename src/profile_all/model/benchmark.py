@@ -10,7 +10,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from profile_all.model import bench, build
+from profile_all.model import allocator, bench, build
 from profile_all.rows import row
 
 SEARCH_WARMUP = 2
@@ -99,13 +99,15 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
     rows += [row("model", name, "latency_cv", stats["cv"], stat="value", unit="ratio"),
              row("model", name, "iterations", stats["count"], unit="count"),
              row("model", name, "warmup_iterations", timing.warmup, unit="count"),
+             row("model", name, "page_faults", timing.page_faults, stat="mean",
+                 unit="count"),
              row("model", name, "batch_size", batch, stat="value", unit="count"),
              row("model", name, "fps", batch / stats["median"], stat="median", unit="1/s")]
     target.samples = [("model", name, "", "latency", list(timing.samples))]
     facts = {"clock": timing.clock, "device": str(device), "region": name,
              "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"],
              "median": stats["median"], "ci95_low": stats["ci95_low"],
-             "ci95_high": stats["ci95_high"], **blocks}
+             "ci95_high": stats["ci95_high"], "page_faults": timing.page_faults, **blocks}
     facts["measured_peak_flops"], facts["measured_peak_how"] = bench.measured_peak(
         device, target.dtype)
     if target.batch_search:
@@ -124,4 +126,11 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
             rows.append(row("model", name, "best_batch_size", best.batch_size, stat="value",
                             unit="count"))
             facts["best_batch_size"] = best.batch_size
+    if device.type == "cpu":  # last: it fixes the allocator's thresholds for the process
+        held = allocator.probe(work.marked, timing, warmup=target.warmup,
+                               budget_seconds=min(target.budget_seconds, 1.0))
+        if held:
+            rows.append(row("model", name, "latency_memory_kept", held["median"],
+                            stat="median"))
+            facts["memory_kept"] = held
     return rows, facts

@@ -125,12 +125,22 @@ def _mode(setup: Setup, run_pass: Pass) -> str:
     return "once"
 
 
+def _preimport(setup: Setup, run_pass: Pass) -> list[str]:
+    """What the pass imports before its target. Passes import the same, so that none's
+    target time holds an import another's does not; a model's timing pass, a fresh
+    interpreter as the user's process is, imports torch alone (its clock is the
+    benchmark's, not the process's; torch._dynamo would add a second to it)."""
+    if setup.is_model and run_pass.timing:
+        return [module for module in setup.preimport if module != "torch._dynamo"]
+    return setup.preimport
+
+
 def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> PassSpec:
     timed = [s for s in ran.summaries if s["timing"] and s.get("step_source")]
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
         mode=_mode(setup, run_pass), target=setup.target.to_spec(),
-        options=setup.options, preimport=setup.preimport,
+        options=setup.options, preimport=_preimport(setup, run_pass),
         distributed=setup.launch.distributed, parent_pid=os.getpid(),
         artifacts_dir=str(run_dir.artifacts.resolve()),
         scratch_dir=str(run_dir.scratch.resolve()),
@@ -152,8 +162,12 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         if setup.isolate:
             # repeats of the timing pass measure the noise between runs: each in a fresh
             # interpreter, so that they sample memory layouts as separate runs would
-            # (passes forked from one server share its layout, and agree too well)
-            fresh = run_pass.timing and setup.repeat > 1
+            # (passes forked from one server share its layout, and agree too well); a
+            # model's timing pass too, always: its latency is the user's process's, and a
+            # process forked from the server starts from the server's allocator state
+            # (small_cnn, one thread: 2.9 ms forked against 4.1 ms in fresh processes,
+            # the difference the page faults of glibc's heap trimming; model/bench.py)
+            fresh = run_pass.timing and (setup.repeat > 1 or setup.is_model)
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
                                      None if fresh else server,
                                      echo=setup.show_output == "all"
@@ -202,7 +216,8 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
         # how the passes' processes began: forked from a server that had imported the
         # preimported modules (one hash seed for all), or a fresh interpreter each
         "process_start": "in this process" if not setup.isolate else
-        ("fork" + (", timing repeats: fresh interpreter" if setup.repeat > 1 else ""))
+        ("fork" + (", timing passes: fresh interpreter" if setup.is_model else
+                   ", timing repeats: fresh interpreter" if setup.repeat > 1 else ""))
         if forked else "fresh interpreter",
         "region_marks": region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
         "ranks": sorted({result.rank for result in results}),

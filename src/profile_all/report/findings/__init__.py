@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
          timing.input_bound, timing.where_time_goes, timing.warm_up,
-         memory.growth, memory.near_capacity, device.idle, device.syncs,
+         memory.growth, memory.near_capacity, memory.allocator, device.idle, device.syncs,
          device.communication, device.efficiency, trust.doubts, trust.straggler)
 
 

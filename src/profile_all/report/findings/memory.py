@@ -111,3 +111,36 @@ def near_capacity(report: Report) -> list[Finding]:
                 suggestion="a smaller batch, activation checkpointing, mixed precision, or "
                            "freeing what the loop keeps"))
     return out
+
+
+#: a model's latency this much above its latency with the heap held is said
+ALLOCATOR_SHARE = 0.05
+
+
+def allocator(report: Report) -> list[Finding]:
+    """A model's CPU latency that holds the allocator's page faults: its iterations
+    faulted pages in, and ran over ALLOCATOR_SHARE faster with the heap held."""
+    latency = report.latency()
+    out = []
+    for (run_pass, name), rows in latency.groupby(["pass", "name"], sort=False):
+        value = dict(zip(zip(rows["metric"], rows["stat"], strict=True), rows["value"],
+                         strict=True))
+        median, faults = value.get(("latency", "median")), value.get(("page_faults", "mean"))
+        kept = value.get(("latency_memory_kept", "median"))
+        if median is None or faults is None or kept is None \
+                or not median > kept * (1 + ALLOCATOR_SHARE):
+            continue
+        out.append(Finding(
+            "memory", f"the allocator's page faults hold {fmt.share(1 - kept / median)} of "
+            f"the latency: each iteration faulted in {faults:,.0f} pages as glibc gave freed "
+            f"memory back to the OS and took it again; with its heap held, "
+            f"{fmt.seconds(kept)} instead of {fmt.seconds(median)} ({median / kept:.2f}x). "
+            "Fresh processes of one program differ in this (glibc's thresholds move with "
+            "what was freed before), so yours may see either", weight=1 - kept / median,
+            share=1 - kept / median, amount=median - kept, unit="s",
+            evidence=f"pass {run_pass} {name}: {faults:,.0f} page faults an iteration; the "
+                     "same iterations timed again with the heap held, after the timing",
+            suggestion="MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_MMAP_THRESHOLD_=33554432 in "
+                       "the environment (glibc keeps what the process frees), or jemalloc "
+                       "or tcmalloc by LD_PRELOAD"))
+    return out

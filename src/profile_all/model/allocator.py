@@ -1,0 +1,72 @@
+"""How much of a model's CPU latency is the allocator's: the same iterations timed again
+with glibc's heap held (no page faults) or given back at every chance.
+
+On CPU an iteration allocates its activations and frees them. glibc gives the free memory
+at the top of its heap back to the OS when there is more than its trim threshold, and
+takes it again at the next iteration, each page faulted in by the kernel. The thresholds
+move with what the process allocated and freed before (glibc raises them as large blocks
+are freed), so fresh processes of one program land in different states: small_cnn at
+16x3x32x32 on one thread ran 2.8 ms (0-40 page faults an iteration) or 4.0-4.4 ms
+(470-740) by the process, the same script each time. No single figure is "the" latency
+of a user's process, so the timing pass names its own state (its page faults per
+iteration) and, where its iterations faulted pages in, times them again once it is done
+with the heap held (`M_TRIM_THRESHOLD` and `M_MMAP_THRESHOLD` set high, as
+`MALLOC_TRIM_THRESHOLD_` and `MALLOC_MMAP_THRESHOLD_` or jemalloc and tcmalloc do): what
+the model costs without the allocator's faults, the same in every process (2.77-2.85 ms
+for the above, against 2.75-2.85 ms for torch's Timer in fresh processes started with
+those variables: scripts/bench/fresh_latency.py).
+
+The other way round has no such figure: forcing glibc to give memory back (a trim
+threshold of 0, or its static 128 KiB mmap threshold) faulted 860-1,450 pages an
+iteration from the natural state but 0-550 from a held one (what it can give back depends
+on what lies at the heap's top), so a latency measured without faults is not given an
+upper bound: its page faults (none) say which state it is.
+
+mallopt fixes a threshold for the rest of the process, so the probe runs last, after
+everything the pass reports of the process's own state. glibc on Linux only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+from typing import Any
+
+from profile_all.model.bench import Timing, measure
+
+#: page faults per iteration above which an iteration is said to fault: 32 KB
+FAULTING = 8
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters
+#: the largest mmap threshold glibc takes on 64-bit Linux (DEFAULT_MMAP_THRESHOLD_MAX)
+_MMAP_MAX = 32 * 2**20
+
+
+def _glibc() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "mallopt") and hasattr(
+        libc, "gnu_get_libc_version") else None
+
+
+def _hold(libc: Any) -> bool:
+    return bool(libc.mallopt(M_TRIM_THRESHOLD, 2**30)) and bool(
+        libc.mallopt(M_MMAP_THRESHOLD, _MMAP_MAX))
+
+
+def probe(step: Callable[[], Any], natural: Timing, *, warmup: int,
+          budget_seconds: float) -> dict[str, Any]:
+    """`step` timed again with the heap held where `natural`'s iterations faulted:
+    {"median", "page_faults"}; {} where they did not, or glibc's mallopt is not there."""
+    from profile_all.model.bench import latency_statistics
+
+    libc = _glibc() if natural.page_faults > FAULTING else None
+    if libc is None or not _hold(libc):
+        return {}
+    timing = measure(step, warmup=max(warmup, 3), budget_seconds=budget_seconds,
+                     min_seconds=min(0.3, budget_seconds))
+    return {"median": latency_statistics(timing.samples)["median"],
+            "page_faults": timing.page_faults}
