@@ -11,29 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from profile_all.backends.apart import restore, snapshot
 from profile_all.backends.roots import RootCounter
 from profile_all.rows import Facts, row
-
-
-def _namespaces() -> list[Any]:
-    import torch
-
-    return [torch, torch.nn.functional, torch.Tensor]
-
-
-def snapshot() -> list[tuple[Any, dict[str, Any]]]:
-    return [(space, dict(vars(space))) for space in _namespaces()]
-
-
-def restore(saved: list[tuple[Any, dict[str, Any]]]) -> list[str]:
-    """Put back every attribute that changed; the names of those that had to be."""
-    mended = []
-    for space, attributes in saved:
-        for name, value in attributes.items():
-            if vars(space).get(name) is not value:
-                setattr(space, name, value)
-                mended.append(f"{getattr(space, '__name__', space)}.{name}")
-    return mended
 
 
 class FlopsProfiler(RootCounter):

@@ -2,8 +2,9 @@
 model called by the script; not a loss function), seen on its first call. The per-call
 counters (thop, flops-profiler) count each root once, on a deep copy, so the script's own
 model, optimizer state and BatchNorm statistics are untouched and the script's results
-stay the same. A counter that fails on a module never reaches the script: the failure is
-kept in `notes` for the report.
+stay the same; the count is seen by nothing of the target's, a profiler it runs itself
+included (apart.py). A counter that fails on a module never reaches the script: the
+failure is kept in `notes` for the report.
 
 `ModuleFacts` records, per module each counter counted, what the report needs to compare
 counters per call and to establish why they differ: forward calls, output elements, bias
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from profile_all import compile_watch
+from profile_all.backends import apart
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.rows import row
 
@@ -151,10 +153,12 @@ def recording(facts: ModuleFacts, name: str, module: Any) -> Iterator[None]:
 
 
 def counting_copy(module: Any) -> Any:
-    """A deep copy to count on, in eval mode, so counting changes nothing of the original."""
+    """A deep copy to count on, in eval mode, so counting changes nothing of the original,
+    without the hooks, buffers and attributes of a profiler the target runs (apart.py)."""
     import copy
 
     duplicate = copy.deepcopy(module)
+    apart.strip(duplicate)
     duplicate.eval()
     return duplicate
 
@@ -173,14 +177,16 @@ class RootCounter(Backend):
 
     def start(self, ctx: PassContext) -> None:
         self._rows: list[list[Any]] = []
+        self._pristine = apart.snapshot()  # torch's functions before the target patches any
         self._roots = RootModules(self._count_root)
         self._roots.start()
         self.notes = self._roots.notes
 
     def _count_root(self, name: str, module: Any, args: tuple) -> None:
-        copy, facts = counting_copy(module), ModuleFacts()
-        with recording(facts, name, copy):
-            counted = self.count(name, copy, args)
+        with apart.counting_apart(self._pristine):  # seen by nothing of the target's
+            copy, facts = counting_copy(module), ModuleFacts()
+            with recording(facts, name, copy):
+                counted = self.count(name, copy, args)
         self._rows += counted + facts.rows()
 
     def stop(self, ctx: PassContext) -> None:

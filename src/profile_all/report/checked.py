@@ -78,6 +78,7 @@ PASS = {
     "ranks": _list_of(_dict_of(_anything)), "left_running": _list_of(_text),
     "compile_steps": _list_of(_whole),
     "compilation": lambda value: value == {} or _COMPILATION(value),
+    "target_profilers": _list_of(_dict_of(_of(str, int))),
 }
 ARTIFACT_KEYS = ("backend", "path", "viewer", "open_command")
 TARGET = {"command": _text}

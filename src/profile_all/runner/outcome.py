@@ -68,6 +68,8 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
         "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
         "compile_steps": max((r.compile_steps for r in results), key=len, default=[]),
         "compilation": next((r.compilation for r in results if r.compilation), {}),
+        "target_profilers": list({(use["tool"], use["where"]): use for r in results
+                                  for use in r.target_profilers}.values()),
         "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
                  f"artifacts/pass{run_pass.index}.stderr.log"]}

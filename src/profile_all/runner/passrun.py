@@ -25,6 +25,7 @@ from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runner.steps import StepClock, StepLimit
+from profile_all.target_profilers import ProfilerWatch
 from profile_all.targets import target_from_spec
 
 
@@ -141,6 +142,7 @@ class PassRun:
         self._children_during = 0.0
         self.compiles = CompileWatch()
         self.compiles.intervals = self.ctx.compiling
+        self.profilers = ProfilerWatch()  # the profilers the target runs itself
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -150,6 +152,7 @@ class PassRun:
         for module in self.spec.preimport:
             importlib.import_module(module)
         self.compiles.start()  # before the backends, which subscribe to it
+        self.profilers.start()  # before the backends, whose own patches come and go inside
         options = self.spec.options
         for name in self.spec.backends:
             try:
@@ -186,6 +189,7 @@ class PassRun:
                 backend.stop(self.ctx)
             except Exception as error:
                 self._guard(backend.name, "stop", error)
+        self.profilers.stop()
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows, artifacts = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows], []
         compilation = self.compiles.facts(self.clock.started_at)
@@ -218,7 +222,8 @@ class PassRun:
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
             ran_on=getattr(self.target, "ran_on", ""),
             children={"cpu_time": self._children_during}, timeline=timeline,
-            compilation=compilation, **self.clock.facts(self.ctx.compiling))
+            compilation=compilation, target_profilers=self.profilers.facts(),
+            **self.clock.facts(self.ctx.compiling))
         return self._result
 
     def run_target(self) -> Outcome:

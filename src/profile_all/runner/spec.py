@@ -87,6 +87,8 @@ class PassResult:
     compile_steps: list[int] = dataclasses.field(default_factory=list)
     #: what torch.compile did (compile_watch.CompileWatch.facts), {} when nothing compiled
     compilation: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the profilers the target ran itself (target_profilers.Use.to_dict each)
+    target_profilers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: the step the pass ended its target at (its window), None when it ran whole
     window: int | None = None
     #: rows.TIMELINE_COLUMNS each

@@ -19,6 +19,7 @@ import numpy as np
 from profile_all import noise
 from profile_all.rows import region_path
 from profile_all.runner.spec import PassResult
+from profile_all.target_profilers import MEANS
 
 #: per-step times a pass needs for a per-step overhead
 MIN_STEPS = 3
@@ -112,7 +113,23 @@ def doubts(passes: list[dict[str, Any]], results: list[PassResult],
                 f"{summary['overhead_low']:.2f}-{summary['overhead_high']:.2f}): that is "
                 "noise or different work, not a speed-up")
     return found + _windows(passes) + _on_meta(passes) + _model_timing(results) + \
-        _children(results, in_process)
+        _children(results, in_process) + _target_profilers(passes)
+
+
+def _target_profilers(passes: list[dict[str, Any]]) -> list[str]:
+    """A sentence per profiler the target runs itself: where it called it (file:line),
+    in which passes, and what that does to profile-all's figures."""
+    places: dict[str, dict[str, list[int]]] = {}
+    for summary in passes:
+        for use in summary.get("target_profilers", []):
+            at = f"{use['where']} ({use['call']})"
+            places.setdefault(use["tool"], {}).setdefault(at, []).append(summary["pass"])
+    found = []
+    for tool, where in places.items():
+        said = "; ".join(f"{at}, pass{'es' if len(numbers) > 1 else ''} "
+                         f"{', '.join(map(str, numbers))}" for at, numbers in where.items())
+        found.append(f"the target runs {tool} itself, at {said}: {MEANS[tool]}")
+    return found
 
 
 def _on_meta(passes: list[dict[str, Any]]) -> list[str]:
