@@ -202,6 +202,48 @@ def compile_rows(facts: dict[str, Any]) -> list[list[Any]]:
 _active: list[CompileWatch] = []
 
 
+class ModuleCallHooks:
+    """`before` and `after` (always called, when a forward raises too) on every module call:
+    global module hooks until something compiles, then hooks on each compiled module (the
+    OptimizedModule, whose hooks run outside its compiled code) only. `on_switch` hears
+    the switch (a depth counted over global hooks starts again)."""
+
+    def __init__(self, before: Callable[..., Any], after: Callable[..., Any],
+                 on_switch: Callable[[], None] = lambda: None) -> None:
+        self._before, self._after, self._on_switch = before, after, on_switch
+        self._handles: list[Any] = []
+        self._global = False
+        self._unsubscribe: Callable[[], None] = lambda: None
+
+    def start(self) -> None:
+        from torch.nn.modules import module
+
+        self._handles = [module.register_module_forward_pre_hook(self._before),
+                         module.register_module_forward_hook(self._after, always_call=True)]
+        self._global = True
+        self._unsubscribe = subscribe(self._compiled)
+
+    def _compiled(self, compiled: Any) -> None:
+        if self._global:
+            self._remove()
+            self._global = False
+            self._on_switch()
+        if compiled is not None:
+            self._handles += [compiled.register_forward_pre_hook(self._before),
+                              compiled.register_forward_hook(self._after, always_call=True)]
+
+    def _remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def stop(self) -> None:
+        self._remove()
+        self._global = False
+        self._unsubscribe()
+        self._unsubscribe = lambda: None
+
+
 def subscribe(subscriber: Subscriber) -> Callable[[], None]:
     """Subscribe to the running pass's watch (nothing to hear where none runs: a backend
     used outside a pass); returns the unsubscribe."""

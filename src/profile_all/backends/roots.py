@@ -30,38 +30,21 @@ class RootModules:
         self.names: dict[int, str] = {}  # id(module) -> "Sequential", "Sequential#2"
         self._depth = 0
         self._busy = False
-        self._handles: list[Any] = []
-        self._global = False  # _handles are global module hooks
-        self._unsubscribe: Callable[[], None] = lambda: None
+        # no global module hook once something compiles (Dynamo would trace it into the
+        # compiled code): a compiled module is a root, seen by hooks on the OptimizedModule
+        # and counted as its original module (`_orig_mod`), run eagerly on a copy
+        self._hooks = compile_watch.ModuleCallHooks(self._before, self._after,
+                                                    on_switch=self._depth_anew)
         self.notes: list[str] = []
 
     def start(self) -> None:
-        from torch.nn.modules import module
+        self._hooks.start()
 
-        self._handles = [module.register_module_forward_pre_hook(self._before),
-                         module.register_module_forward_hook(self._after, always_call=True)]
-        self._global = True
-        self._unsubscribe = compile_watch.subscribe(self._compiled)
-
-    def _compiled(self, module: Any) -> None:
-        """Something is compiled: no global module hook from now on (Dynamo would trace it
-        into the compiled code); a compiled module is a root, seen by hooks on the
-        OptimizedModule, which run outside its compiled code, and counted as its original
-        module (`_orig_mod`), run eagerly on a copy."""
-        if self._global:
-            for handle in self._handles:
-                handle.remove()
-            self._handles, self._global, self._depth = [], False, 0
-        if module is not None:
-            self._handles += [
-                module.register_forward_pre_hook(self._before),
-                module.register_forward_hook(self._after, always_call=True)]
+    def _depth_anew(self) -> None:
+        self._depth = 0
 
     def stop(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles, self._global = [], False
-        self._unsubscribe()
+        self._hooks.stop()
 
     def _name(self, module: Any) -> str:
         base = type(module).__name__

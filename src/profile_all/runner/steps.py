@@ -45,9 +45,9 @@ class StepClock:
         #: count outermost module calls as steps (a script's passes; a model's are timed
         #: by their benchmark)
         self._module_calls = module_calls
-        self._module_hooks: list[Any] = []
-        self._global_hooks = False  # _module_hooks are global (not on compiled modules)
-        self._unsubscribe: Any = None
+        #: the hooks on module calls while they may be steps (global until something
+        #: compiles, then on each compiled module: its own calls are steps instead)
+        self._module_hooks: compile_watch.ModuleCallHooks | None = None
         self._depth = 0
         #: when the target started: the first step starts there
         self.started_at = perf_counter()
@@ -91,50 +91,33 @@ class StepClock:
             self._limit(len(self.module_marks), "outermost module call")
 
     def _stop_module_steps(self) -> None:
-        if self._module_hooks:
-            for hook in self._module_hooks:
-                hook.remove()
-            self._module_hooks = []
+        if self._module_hooks is not None:
+            self._module_hooks.stop()
+            self._module_hooks = None
             self.module_marks = array("d")  # the script's own steps count, not these
         self._module_calls = False
 
-    def _compiled(self, module: Any) -> None:
-        """Something is compiled: no global module hook from now on (Dynamo would trace
-        it into the compiled code); a compiled module's own calls are steps instead, heard
-        by hooks on the OptimizedModule, which run outside its compiled code."""
-        if not self._module_calls:
-            return
-        if self._global_hooks:
-            for hook in self._module_hooks:
-                hook.remove()
-            self._module_hooks, self._global_hooks, self._depth = [], False, 0
-        if module is not None:
-            self._module_hooks += [
-                module.register_forward_pre_hook(self._module_enter),
-                module.register_forward_hook(self._module_exit, always_call=True)]
+    def _depth_anew(self) -> None:
+        self._depth = 0
 
     def start(self) -> None:
         optim = sys.modules.get("torch.optim.optimizer")  # when the pass imported torch
         if optim is not None:
             self._hooks = [optim.register_optimizer_step_pre_hook(self._optimizer_step_starts),
                            optim.register_optimizer_step_post_hook(self._optimizer_step)]
-        modules = sys.modules.get("torch.nn.modules.module")
-        self._module_calls = self._module_calls and modules is not None
+        self._module_calls = self._module_calls and "torch.nn.modules.module" in sys.modules
         if self._module_calls:
-            self._module_hooks = [
-                modules.register_module_forward_pre_hook(self._module_enter),
-                # called when a forward raises too: the depth stays right
-                modules.register_module_forward_hook(self._module_exit, always_call=True)]
-            self._global_hooks = True
-            self._unsubscribe = compile_watch.subscribe(self._compiled)
+            self._module_hooks = compile_watch.ModuleCallHooks(
+                self._module_enter, self._module_exit, on_switch=self._depth_anew)
+            self._module_hooks.start()
         self.started_at = perf_counter()
 
     def stop(self) -> None:
-        for hook in self._hooks + self._module_hooks:
+        for hook in self._hooks:
             hook.remove()
-        self._hooks, self._module_hooks = [], []
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        self._hooks = []
+        if self._module_hooks is not None:
+            self._module_hooks.stop()
 
     def _steps(self) -> tuple[array, str]:
         """(each step's end, what marked them), by the order of precedence."""
