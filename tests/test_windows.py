@@ -127,3 +127,30 @@ def test_found_steps_are_marked_in_the_trace(tmp_path):
     # ProfilerStep#0 (start to the first optimizer step) to #6: the window's 7 steps (the
     # range torch opens at the last step, #7, is the tail to stop, not a step)
     assert marked["name"].tolist() == ["ProfilerStep"] and marked["value"].item() == 7
+
+
+def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
+    """The clean timing pass finds what marks the steps, so that the passes after it hear
+    them as they come: without it a flop-counter or torch-profiler pass had no step rows."""
+    done = profile_all("run", TARGETS / "step_kinds.py", "-b", "flop-counter",
+                       "-b", "torch-profiler", "-o", tmp_path / "r", "--", "optimizer", "30")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "r")
+    assert [p["backends"] for p in report.meta["passes"]] == [
+        ["wallclock"], ["flop-counter"], ["torch-profiler"]]
+    frame = report.frame
+    calls = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
+    assert dict(zip(calls["backend"], calls["value"], strict=True)) == {
+        "wallclock": 30, "flop-counter": 25, "torch-profiler": 25}
+
+
+def test_a_window_as_long_as_the_script_runs_it_whole(tmp_path):
+    """Ended at its last step, a pass would miss what the script does after it."""
+    done = profile_all("run", TARGETS / "step_kinds.py", "-b", "cprofile", "--pass-steps",
+                       "25", "-o", tmp_path / "r", "--", "optimizer", "25")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "r")
+    assert [(p["steps"], p["window"]) for p in report.meta["passes"]] == [(25, None),
+                                                                           (25, None)]
+    log = (tmp_path / "r" / "artifacts" / "pass2.stdout.log").read_text()
+    assert log.split()[-1] == "done"

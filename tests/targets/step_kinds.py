@@ -29,3 +29,4 @@ for step in range(1, steps + 1):
             pa.step()
     if step == raise_at:
         raise RuntimeError(f"stopped after step {step}")
+print("done", flush=True)

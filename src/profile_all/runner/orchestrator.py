@@ -105,13 +105,18 @@ class Ran:
     status: str = "complete"
 
 
-def _window(setup: Setup, run_pass: Pass) -> int | None:
+def _window(setup: Setup, run_pass: Pass, timed_steps: int | None) -> int | None:
     """The step a pass ends its target at: the timing pass runs whole (to --max-steps), the
-    others a window (--pass-steps); a model's passes have no steps to end at."""
+    others a window (--pass-steps), unless the timing pass saw no more steps than that
+    (`timed_steps`: ended at its last step, a pass would miss the script's end); a
+    model's passes have no steps to end at."""
     if setup.is_model:
         return None
-    limits = [setup.max_steps] + ([] if run_pass.timing else [setup.pass_steps])
-    return min((limit for limit in limits if limit is not None), default=None)
+    window = None if run_pass.timing or (
+        timed_steps is not None and setup.pass_steps is not None
+        and timed_steps <= setup.pass_steps) else setup.pass_steps
+    return min((limit for limit in (setup.max_steps, window) if limit is not None),
+               default=None)
 
 
 def _mode(setup: Setup, run_pass: Pass) -> str:
@@ -146,7 +151,7 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
         scratch_dir=str(run_dir.scratch.resolve()),
         result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
                          ).resolve()),
-        max_steps=_window(setup, run_pass),
+        max_steps=_window(setup, run_pass, timed[0]["steps"] if timed else None),
         step_source=timed[0]["step_source"] if timed else "")
 
 
