@@ -38,3 +38,20 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
         assert list(report.passes()["status"]) == ["ok", "ok"]
         if how == "dataloader":  # 6 batches, a step each, in both passes
             assert list(report.passes()["steps"]) == [6, 6]
+
+
+def test_each_forked_pass_draws_fresh_random_seeds(tmp_path):
+    """A fresh interpreter seeds Python's, numpy's and torch's generators from the OS, so
+    an unseeded script draws differently run after run; each forked pass does too (torch's
+    seed was once the server's in every pass: an unseeded loop stopped at the same batch)."""
+    script = tmp_path / "draws.py"
+    script.write_text("import random, numpy, torch\n"
+                      "print('DRAWS', random.random(), numpy.random.random(), "
+                      "torch.initial_seed(), torch.rand(1).item())\n")
+    done = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "-b", "memory",
+                       "--show-output", "all", "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    draws = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("DRAWS")]
+    assert len(draws) == 3
+    for generator in zip(*draws, strict=True):  # each generator, one draw a pass
+        assert len(set(generator)) == 3, draws

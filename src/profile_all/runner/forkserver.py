@@ -7,9 +7,10 @@ run's backends), says it is ready, and then, per pass, receives the pass's spec,
 folder, environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks,
 and reports the child's pid and, once it has ended, how it ended. The child makes a
 session of its own, takes those descriptors as 0, 1 and 2, moves to the folder, takes the
-environment, reseeds Python's and numpy's random generators (a fresh interpreter seeds
-them from the OS), and runs the worker exactly as `python -m profile_all.runner.worker SPEC`
-would: the target sees its own argv, `__main__`, folder on sys.path and cwd.
+environment, reseeds Python's, numpy's and torch's CPU random generators (a fresh
+interpreter seeds them from the OS), and runs the worker exactly as `python -m
+profile_all.runner.worker SPEC` would: the target sees its own argv, `__main__`, folder on
+sys.path and cwd.
 
 The server never touches CUDA (forking after CUDA is initialised is unsafe): it imports,
 and every check of a device happens in the children. Torchrun ranks, nsys passes, and runs
@@ -100,6 +101,8 @@ def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> 
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:  # its CPU generator, seeded from the OS at import
+        sys.modules["torch"].default_generator.seed()
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
