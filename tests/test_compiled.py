@@ -103,6 +103,10 @@ def test_steps_that_compiled_are_counted_and_left_out_of_statistics(compiled_run
         kept["value"].median())
     assert "steps 1, 5, left out of per-step statistics" in " ".join(
         report.findings()["finding"])
+    # the trace's steps too: ProfilerStep#0 (the setup) and #4 (the recompile)
+    traced = frame[(frame["backend"] == "torch-profiler") & (frame["scope"] == "step")]
+    assert value_of(traced, metric="calls") == 8
+    assert value_of(traced, metric="excluded_calls") == 2
 
 
 def test_compile_machinery_is_compile_time_not_operators(compiled_run):

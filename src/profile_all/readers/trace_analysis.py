@@ -3,6 +3,9 @@ steps and regions.
 
 Nesting and device time per operator: trace_links.
 
+Steps' statistics leave out ProfilerStep#0 and the steps that compiled (compile_ranges);
+their calls and total keep them.
+
 Regions (record_function ranges, `pa.region`) and steps (`ProfilerStep#N`) get the device
 time of everything launched while they were open on their own thread; the ranges of a
 process's main thread (the one with the steps, else the one with the most ranges) get
@@ -20,6 +23,7 @@ import pandas as pd
 
 from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
+from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
 from profile_all.stats import summarize
@@ -161,12 +165,18 @@ def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
         stack.append((thread, ts + dur, region_path(parent, name), position))
 
     annotations["key"] = keys
+    left_out = left_out_steps(annotations)
     rows = []
     for (scope, name, parent), group in annotations.groupby("key", sort=False):
         samples = group["dur"].to_numpy(float) * scale
         rows.append(row(scope, name, "calls", len(samples), parent=parent))
+        kept = samples[~left_out[group.index]] if scope == "step" else samples
+        if scope == "step":  # every step counted; its statistics without the left out
+            rows.append(row(scope, name, "excluded_calls", len(samples) - len(kept)))
+        stats = {**summarize(list(kept if len(kept) else samples)),
+                 "total": float(samples.sum())}
         rows += [row(scope, name, "wall_time", value, stat=stat, parent=parent)
-                 for stat, value in summarize(list(samples)).items()]
+                 for stat, value in stats.items()]
         if has_device:
             total = launched[group.index].sum()
             rows += [row(scope, name, "gpu_time", total, parent=parent),

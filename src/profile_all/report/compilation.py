@@ -14,26 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from profile_all.readers import compile_ranges
 from profile_all.report import format as fmt
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
 
 COLUMNS = ["pass", "event", "where", "reason", "seconds", "count"]
-#: torch.compile's own ranges in a torch.profiler trace: `dynamo_timed` names its ranges
-#: "X (dynamo_timed)" beside a plain "X", some hold "compile_id=0/0"; the outermost are these
-_TIMED = " (dynamo_timed)"
-_OUTERMOST = ("dynamo", "entire_frame_compile", "backend_compile")
 
 
 def without_machinery(rows: pd.DataFrame) -> pd.DataFrame:
     """`rows` without torch.compile's own ranges (compiling, shown as compile time in
     `events`, not as operators or regions of the user's)."""
-    names = rows["name"].astype(str)
-    timed = names.str.endswith(_TIMED)
-    twins = set(names[timed].str.removesuffix(_TIMED)) | set(_OUTERMOST)
-    compiling = timed | names.isin(twins) | names.str.contains("compile_id=", regex=False)
-    return rows[~compiling] if compiling.any() else rows
+    machinery = compile_ranges.compiling(rows["name"])
+    return rows[~machinery] if machinery.any() else rows
 
 
 def compiled_pass(report: Report) -> dict[str, Any] | None:
@@ -45,7 +39,7 @@ def compiled_pass(report: Report) -> dict[str, Any] | None:
 
 def events(report: Report) -> pd.DataFrame:
     """COLUMNS: `compile` and `recompile` (a compiled frame: where it starts, the guard
-    that failed, its Dynamo and Inductor seconds with its backward's), `graph break` (the
+    that failed, its Dynamo and backend seconds with its backward's), `graph break` (the
     user's line, the reason, how many graphs it broke)."""
     chosen = compiled_pass(report)
     if chosen is None:

@@ -33,8 +33,8 @@ def summary_table(report: Report) -> pd.DataFrame:
     shown["name"] = region_paths(summary["parent"], summary["name"])
     measures = [column for column in summary.columns if isinstance(column, tuple)]
     calls = [column for column in measures if column[1:] == ("calls", "total")]
-    if calls:
-        shown["calls"] = summary[calls[0]].map(fmt.count)
+    if calls:  # the first backend's that counted the row (ProfilerStep: the trace's)
+        shown["calls"] = summary[calls].bfill(axis=1).iloc[:, 0].map(fmt.count)
     first_backend = measures[0][0] if measures else ""
     for column in measures:
         backend, metric, stat = column
