@@ -104,6 +104,18 @@ def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
     assert _rules(_report([], timeline=_rss(times, rise_then_flat)), "memory").empty
 
 
+def test_memory_that_compiling_takes_is_no_leak():
+    """A recompile halfway: RSS ramps for the 1.5 s it compiles, flat before and after; the
+    same ramp with no compilation said is a leak."""
+    times = np.linspace(0, 4, 80)
+    rss = 200e6 + 50e6 * np.clip(times - 1.5, 0, 1.5) / 1.5
+    pass_of = _rss(times, rss)[0][1]
+    compiled = {"passes": [{"pass": pass_of, "compilation": {"intervals": [[1.5, 3.0]]}}]}
+    assert _rules(_report([], compiled, timeline=_rss(times, rss)), "memory").empty
+    ramp = 200e6 + 50e6 * np.clip(times - 1.0, 0, 3.0) / 3.0
+    assert len(_rules(_report([], timeline=_rss(times, ramp)), "memory")) == 1
+
+
 def test_cuda_memory_growing_step_after_step_and_not():
     def cuda(values):
         return [["memory", 5, 0, "cuda", "allocated", 0.01 * i, 0.01 * i, v, "B"]

@@ -9,12 +9,12 @@ escapes `</` so that no name can end the script element.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from profile_all.rows import DERIVED, call_path, region_paths
+from profile_all.report.call_icicle import call_icicle
+from profile_all.rows import DERIVED, region_paths
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -213,6 +213,17 @@ def region_timeline(report: Report) -> Figure | None:
     return {"data": data, "layout": layout}
 
 
+def _step_numbers(summary: dict[str, Any], kept: int) -> list[int]:
+    """The number of each step a timer's samples hold: per-step samples leave out step 1
+    and the steps that compiled (ARCHITECTURE.md, "What a step spans"), and are thinned
+    evenly past backends.base.MAX_SAMPLES as kept_samples thins them."""
+    left_out = {1, *summary.get("compile_steps", [])}
+    numbers = [n for n in range(1, (summary.get("steps") or 0) + 1) if n not in left_out]
+    if len(numbers) < kept:  # (a pass summary that does not say)
+        return list(range(1, kept + 1))
+    return [numbers[index * len(numbers) // kept] for index in range(kept)]
+
+
 def step_times(report: Report) -> Figure | None:
     """Each step's time in order, a line per pass and rank of every region timer: warm-up,
     drift and stalls show where a median hides them."""
@@ -222,51 +233,18 @@ def step_times(report: Report) -> Figure | None:
     if steps.empty:
         return None
     data = []
+    passes = {p.get("pass"): p for p in report.meta.get("passes", [])}
     for (backend, run_pass, rank), one in steps.groupby(["backend", "pass", "rank"]):
         label = f"{backend} pass {run_pass}" + (f" rank {rank}" if steps["rank"].nunique() > 1
                                                else "")
         data.append({"type": "scatter", "mode": "lines+markers", "name": label,
-                     "x": list(range(1, len(one) + 1)), "y": _ms(one["value"]),
+                     "x": _step_numbers(passes.get(run_pass, {}), len(one)),
+                     "y": _ms(one["value"]),
                      "marker": {"size": 4},
                      "hovertemplate": "step %{x}: %{y:.3f} ms<extra>" + label + "</extra>"})
     layout = _layout("Each step's time", "step", 8)
     layout["yaxis"] = {"title": {"text": "ms"}, "automargin": True, "rangemode": "tozero"}
     return {"data": data, "layout": layout}
-
-
-def call_icicle(report: Report) -> Figure | None:
-    """cProfile's call tree as an icicle (click a box to zoom into it), from the first
-    pass and rank that has one; a box's width is its cumulative time in its callers."""
-    frame = report.frame
-    calls = frame[(frame["scope"] == "call") & (frame["metric"] == "cumulative_time")]
-    if calls.empty:
-        return None
-    first = calls.iloc[0]
-    calls = calls[(calls["pass"] == first["pass"]) & (calls["rank"] == first["rank"])
-                  & (calls["backend"] == first["backend"])]
-    ids = [call_path(parent, name)
-           for parent, name in zip(calls["parent"], calls["name"], strict=True)]
-    values = dict(zip(ids, calls["value"] * 1e3, strict=True))
-    children: dict[str, list[str]] = {}
-    for node, parent in zip(ids, calls["parent"], strict=True):
-        children.setdefault(parent, []).append(node)
-    # a box holds at least its children (rows saved before readers.call_tree kept to
-    # that): from the roots down, children claiming more are scaled down to their parent
-    pending = [(node, values[node]) for node in children.get("", [])]
-    while pending:
-        node, value = pending.pop()
-        claimed = math.fsum(values[child] for child in children.get(node, []))
-        factor = value / claimed * (1 - 1e-12) if claimed > value else 1.0
-        for child in children.get(node, []):
-            values[child] *= factor
-            pending.append((child, values[child]))
-    return {"data": [{"type": "icicle", "ids": ids, "parents": calls["parent"].tolist(),
-                      "labels": calls["name"].tolist(), "values": [values[i] for i in ids],
-                      "branchvalues": "total", "maxdepth": 6,
-                      "hovertemplate": "%{label}<br>%{value:.3f} ms<extra></extra>"}],
-            "layout": {"title": {"text": "Call tree (cProfile): click a box to zoom",
-                                 "x": 0, "xanchor": "left"},
-                       "height": 520, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
 
 def counters(report: Report) -> Figure | None:
