@@ -13,7 +13,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = Path(__file__).resolve().parent / "targets"
 EXAMPLES = REPO / "scripts" / "examples"
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+#: other projects' files: ../shared/fixtures beside the clone (CI), or where
+#: PROFILE_ALL_FIXTURES points
+SHARED_FIXTURES = Path(os.environ.get("PROFILE_ALL_FIXTURES")
+                       or REPO.parent / "shared" / "fixtures")
 
 
 def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,

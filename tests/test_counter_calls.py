@@ -5,6 +5,7 @@ and a multiply-accumulate is 2 FLOPs."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pytest
@@ -267,3 +268,4 @@ def test_calls_of_different_sizes_are_not_compared_per_module(tmp_path):
     assert table.loc["thop", "cause"] == (
         "calls differ: thop counted 8 output elements per call, flop-counter 16 (the mean "
         "of 2 calls): not compared per module")
+    assert math.isnan(table.loc["thop", "vs_reference"])  # unlike inputs: no difference

@@ -77,7 +77,7 @@ UNIT_OF_METRIC = {
     "communication_time": "s",
     "communication_overlap": "s",
     "attributed_share": "ratio",
-    # torch.compile, per pass (scope `compile`): Dynamo and Inductor's time, graphs made,
+    # torch.compile, per pass (scope `compile`): Dynamo's and its backend's time, graphs made,
     # compilations of a frame, recompiles (a guard failed), graph breaks
     "compile_time": "s",
     "graphs": "count",

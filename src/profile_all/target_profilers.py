@@ -54,9 +54,14 @@ MEANS = {
     "FlopCounterMode": _COUNTED_APART + " (flop-counter's mode counts beside it)",
     "torch.profiler": "torch.profiler allows one session a process: in a torch-profiler "
                       "pass the target's session ends profile-all's, whose trace is lost "
-                      "(that pass says so)",
+                      "(that pass says so); in a flop-counter pass each operator reaches "
+                      "the target's own trace twice (torch dispatches it again below "
+                      "FlopCounterMode)",
     "cProfile": "Python has one profile hook a thread: in a cprofile pass the calls after "
-                "it are missing from profile-all's profile (that pass says how many)",
+                "it are missing from profile-all's profile (that pass says how many); in "
+                "every pass the target's own profile holds profile-all's hooks too (those "
+                "that find the steps: optimizer steps, and module calls until the script "
+                "shows steps of its own)",
     "memory_profiler": "profile-all's memory backend samples the process from outside, "
                        "unchanged; with --memory-lines its @profile functions are traced by "
                        "profile-all instead of printing their own table",

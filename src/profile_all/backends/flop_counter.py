@@ -25,6 +25,7 @@ names them for thop and flops-profiler ("Sequential", "Sequential#2").
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 from collections import Counter
 from typing import Any
@@ -132,10 +133,13 @@ def _tracker(roots: RootModules) -> Any:
 
 
 def _modules_alive() -> list[Any]:
-    """Every nn.Module the garbage collector knows of (once, when something compiles)."""
+    """Every nn.Module the garbage collector knows of (once, when something compiles);
+    quietly: asking some objects their type warns (torch.distributed.reduce_op)."""
     from torch import nn
 
-    return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
 
 
 def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:

@@ -286,5 +286,7 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
             row["vs_reference"] = (row["flops"] / reference["flops"] - 1
                                    if reference and reference["flops"] else math.nan)
             row["cause"] = _cause(row, facts, training, reference, counting)
+            if row["cause"].startswith("calls differ"):  # unlike inputs: no difference said
+                row["vs_reference"] = math.nan
         table += rows
     return pd.DataFrame(table, columns=COUNTER_COLUMNS)

@@ -206,7 +206,7 @@ class PassRun:
             samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
             timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
             self.failures += [{"backend": backend.name, "phase": "note", "error": note}
-                              for note in backend.notes]
+                              for note in dict.fromkeys(backend.notes)]  # once each
             self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
                               for loss in backend.losses]
             if backend.kind == "tracer" and not backend.losses and all(

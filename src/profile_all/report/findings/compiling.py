@@ -44,7 +44,7 @@ def compile_time(report: Report) -> list[Finding]:
         f"({fmt.share(share)} of the run), {fmt.count(graphs)} graph"
         f"{'s' if graphs != 1 else ''}{held}", weight=share if run else 0.1, share=share,
         amount=seconds, unit="s",
-        evidence=f"pass {chosen['pass']}: torch's compile records (Dynamo and Inductor)",
+        evidence=f"pass {chosen['pass']}: torch's compile records (Dynamo and its backend)",
         suggestion=_WARM_START)]
 
 
