@@ -1,16 +1,15 @@
 """Passes forked from one server that has imported everything once, instead of a fresh
 interpreter and an `import torch` (seconds) per pass.
 
-profile-all starts `python -m profile_all.runner.forkserver MODULES...` once a run: it imports the
-modules every pass imports before its target (torch, torch._dynamo, the worker and the
-run's backends), says it is ready, and then, per pass, receives the pass's spec, working
-folder, environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks,
-and reports the child's pid and, once it has ended, how it ended. The child makes a
-session of its own, takes those descriptors as 0, 1 and 2, moves to the folder, takes the
-environment, reseeds Python's, numpy's and torch's CPU random generators (a fresh
-interpreter seeds them from the OS), and runs the worker exactly as `python -m
-profile_all.runner.worker SPEC` would: the target sees its own argv, `__main__`, folder on
-sys.path and cwd.
+profile-all starts `python -m profile_all.runner.forkserver MODULES...` once a run: it
+imports what every pass imports before its target (torch, torch._dynamo, the worker, the
+run's backends), says it is ready, and then, per pass, receives the pass's spec, folder,
+environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks, and
+reports the child's pid and, once it has ended, how. The child makes a session of its
+own, takes those descriptors as 0, 1 and 2, the folder and the environment, reseeds
+Python's, numpy's and torch's CPU generators (a fresh interpreter seeds them from the
+OS), and runs the worker exactly as `python -m profile_all.runner.worker SPEC` would: the
+target sees its own argv, `__main__`, folder on sys.path and cwd.
 
 The server never touches CUDA (forking after CUDA is initialised is unsafe): it imports,
 and every check of a device happens in the children. Torchrun ranks, nsys passes, and runs
