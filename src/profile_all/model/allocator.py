@@ -57,16 +57,17 @@ def _hold(libc: Any) -> bool:
         libc.mallopt(M_MMAP_THRESHOLD, _MMAP_MAX))
 
 
-def probe(step: Callable[[], Any], natural: Timing, *, warmup: int,
+def probe(step: Callable[[], Any], natural: Timing, *, warmup: int, iters: int | None,
           budget_seconds: float) -> dict[str, Any]:
-    """`step` timed again with the heap held where `natural`'s iterations faulted:
-    {"median", "page_faults"}; {} where they did not, or glibc's mallopt is not there."""
+    """`step` timed again with the heap held where `natural`'s iterations faulted (`iters`
+    times, else adaptively within `budget_seconds`): {"median", "page_faults"}; {} where
+    they did not, or glibc's mallopt is not there."""
     from profile_all.model.bench import latency_statistics
 
     libc = _glibc() if natural.page_faults > FAULTING else None
     if libc is None or not _hold(libc):
         return {}
-    timing = measure(step, warmup=max(warmup, 3), budget_seconds=budget_seconds,
+    timing = measure(step, warmup=max(warmup, 3), iters=iters, budget_seconds=budget_seconds,
                      min_seconds=min(0.3, budget_seconds))
     return {"median": latency_statistics(timing.samples)["median"],
             "page_faults": timing.page_faults}

@@ -127,7 +127,7 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
                             unit="count"))
             facts["best_batch_size"] = best.batch_size
     if device.type == "cpu":  # last: it fixes the allocator's thresholds for the process
-        held = allocator.probe(work.marked, timing, warmup=target.warmup,
+        held = allocator.probe(work.marked, timing, warmup=target.warmup, iters=target.iters,
                                budget_seconds=min(target.budget_seconds, 1.0))
         if held:
             rows.append(row("model", name, "latency_memory_kept", held["median"],
