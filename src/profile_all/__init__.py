@@ -122,14 +122,21 @@ def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
 
 
 def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
-           command: Sequence[str] | None = None) -> Any:
+           command: Sequence[str] | None = None, max_unpacked: int | str | None = None,
+           max_field: int | str | None = None) -> Any:
     """A Report from profiler files that already exist (`profile-all ingest`): chrome
     traces (a file, or a directory of them), pstats, Nsight Systems exports and reports,
-    `nsys stats` CSVs, mprofile .dat files; a rank per trace."""
+    `nsys stats` CSVs, mprofile .dat files; a rank per trace. `max_unpacked` (bytes a file
+    may unpack to, default 4G) and `max_field` (characters of one name or field, default
+    1M): a file beyond them is refused, not read (bytes or text like `512M`)."""
     from profile_all.runner.ingest_files import ingest as ingest_files
 
+    unpacked = validate.byte_size("max_unpacked", max_unpacked)
+    field = validate.byte_size("max_field", max_field)
     return ingest_files(validate.paths("files", files), validate.path("out", out, optional=True),
-                        command=validate.strings("command", command or [], paths_too=True))
+                        command=validate.strings("command", command or [], paths_too=True),
+                        max_unpacked=int(unpacked) if unpacked else None,
+                        max_field=int(field) if field else None)
 
 
 def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None) -> Any:

@@ -24,12 +24,19 @@ def ingest(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", metavar="DIR",
         help="the run directory [default: reports/<timestamp>-ingest]")] = None,
+    max_unpacked: Annotated[str | None, typer.Option(
+        "--max-unpacked", metavar="SIZE",
+        help="refuse a file that unpacks to more (4G, 512M) [default: 4G]")] = None,
+    max_field: Annotated[str | None, typer.Option(
+        "--max-field", metavar="SIZE",
+        help="refuse a file with a name or field longer (characters) [default: 1M]")] = None,
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
     from profile_all.report import terminal
 
-    terminal.render(pa.ingest(files, out, command=sys.argv), ERR_CONSOLE)
+    terminal.render(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
+                              max_field=max_field), ERR_CONSOLE)
 
 
 def merge(

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from profile_all.readers import trace_bytes
+from profile_all.readers import limits, trace_bytes
 
 CHUNK_BYTES = 4 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
@@ -69,6 +69,8 @@ class TraceColumns:
     flow_starts: dict[tuple[str, float], int] = field(default_factory=dict)
     flow_finishes: dict[tuple[str, float], int] = field(default_factory=dict)
     events: int = 0
+    #: complete events left out for a name that is not text (null, a number, an object)
+    nameless: int = 0
 
 
 @dataclass
@@ -128,9 +130,18 @@ class _Collector:
 
     _basic = itemgetter("name", "pid", "tid", "ts", "dur")
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self.columns = TraceColumns()
         self._names: dict[str, str] = {}
+        self._path, self._limits = path, limits.current()
+
+    def _name(self, name: str) -> str:
+        """`name` interned, once checked against the longest field a trace may hold."""
+        known = self._names.get(name)
+        if known is None:
+            self._limits.field(self._path, len(name), "an event's name")
+            known = self._names[name] = name
+        return known
 
     def add(self, events: list[dict]) -> None:
         columns, names, basic = self.columns, self._names, self._basic
@@ -144,21 +155,29 @@ class _Collector:
                     self._flow(event)
                 continue
             category = event.get("cat")
-            kind = CATEGORIES.get(category) or CATEGORIES.get(str(category).lower())
+            if type(category) is not str:  # (an object: no category of ours)
+                continue
+            kind = CATEGORIES.get(category) or CATEGORIES.get(category.lower())
             if kind is None:
                 continue
             try:
                 name, pid, tid, ts, dur = basic(event)
             except KeyError:
                 continue
-            name = names.setdefault(name, name)
+            if type(name) is not str:
+                columns.nameless += 1
+                continue
+            name = names.get(name) or self._name(name)
             thread = f"{pid}:{tid}"
-            args = event.get("args") or {}
+            args = event.get("args")
+            args = args if type(args) is dict else {}
             if kind == "op" and not name.startswith(STEP_PREFIX):
                 dims = args.get("Input Dims") or args.get("Input dims")
                 flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
-                columns.ops.append((name, thread, ts, dur, _external_id(args), flops,
-                                    str(dims) if dims else None))
+                shapes = str(dims) if dims else None
+                if shapes is not None and len(shapes) > 4096:
+                    self._limits.field(self._path, len(shapes), f"{name!r}'s Input Dims")
+                columns.ops.append((name, thread, ts, dur, _external_id(args), flops, shapes))
             elif kind in ("op", "annotation"):  # old traces write ProfilerStep#N as an op
                 columns.annotations.append((name, thread, ts, dur))
             elif kind == "gpu_annotation":
@@ -193,7 +212,7 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def _read_columns(data: bytes, make: Callable[[], Any] = _Collector
+def read_columns(data: bytes, make: Callable[[], Any] = _Collector
                   ) -> tuple[dict[str, Any], Any] | None:
     """(metadata, the collector, made by `make`, that was given the events), or None when
     the bytes are not a trace this reader parses."""
@@ -225,47 +244,30 @@ def _read_columns(data: bytes, make: Callable[[], Any] = _Collector
 PEAK_PER_BYTE = 2.1
 
 
+def _refuse_beyond_memory(path: Path, size: int) -> None:
+    """Refuse a trace whose reading would not fit the memory free now (PEAK_PER_BYTE)."""
+    import psutil
+
+    free = psutil.virtual_memory().available
+    if size * (PEAK_PER_BYTE - 1) > 0.8 * free:
+        raise limits.BeyondLimits(f"{path}: {size / 2**30:.1f} GiB of JSON needs about "
+                          f"{size * (PEAK_PER_BYTE - 1) / 2**30:.1f} GiB more to read and "
+                          f"{free / 2**30:.1f} GiB is free: refused, not read")
+
+
 def load(path: str | Path, data: bytes | None = None) -> ChromeTrace:
     """Read a chrome trace (or its JSON `data`, read already) into compact columns;
     IngestError when it is not one."""
     path = Path(path)
     data = trace_bytes.read_bytes(path) if data is None else data
-    read = _read_columns(data)
+    _refuse_beyond_memory(path, len(data))
+    read = read_columns(data, lambda: _Collector(path))
     if read is None and b'"name": "' in data:
-        read = _read_columns(trace_bytes.escape_raw_quotes(data))
+        read = read_columns(trace_bytes.escape_raw_quotes(data), lambda: _Collector(path))
     if read is None:
         raise trace_bytes.json_error(path, data)
     meta, collector = read
     return ChromeTrace(path, meta, collector.columns)
-
-
-class _Finder:
-    """Where the first complete event with this (name, ts, dur) is in the event array."""
-
-    def __init__(self, wanted: tuple[Any, Any, Any], any_ts: bool) -> None:
-        self.wanted, self.any_ts, self.seen, self.position = wanted, any_ts, 0, None
-
-    def add(self, events: list[dict]) -> None:
-        for offset, event in enumerate(events if self.position is None else ()):
-            ts = self.wanted[1] if self.any_ts else event.get("ts")
-            if type(event) is dict and event.get("ph") == "X" and (
-                    event.get("name"), ts, event.get("dur")) == self.wanted:
-                self.position = self.seen + offset
-                break
-        self.seen += len(events)
-
-
-def event_position(path: Path, name: Any, ts: Any, dur: Any, any_ts: bool = False
-                   ) -> int | None:
-    """The position (from 0) in the trace's event array of its first complete event with
-    this name, ts (any, with `any_ts`) and dur, read again chunk by chunk (for a message:
-    slow, seldom)."""
-    data = trace_bytes.read_bytes(path)
-    for attempt in (data, trace_bytes.escape_raw_quotes(data)):
-        read = _read_columns(attempt, lambda: _Finder((name, ts, dur), any_ts))
-        if read is not None and read[1].position is not None:
-            return read[1].position
-    return None
 
 
 def _collect_chunks(data: bytes, first: int, closing: int, collector: Any) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from profile_all.readers import plausible
+from profile_all.readers import limits, plausible
 from profile_all.readers.plausible import Field
 
 MIB = 2**20
@@ -44,12 +44,16 @@ class Mprofile:
 
 
 def read(path: str | Path) -> Mprofile:
-    """Parse an mprofile file; ValueError names the first line that is not the format."""
+    """Parse an mprofile file; ValueError names the first line that is not the format;
+    limits.BeyondLimits a file or a line beyond the readers' limits."""
     profile = Mprofile()
     times, rss = [], []
     children: dict[str, tuple[list[float], list[float]]] = {}
+    bound = limits.current()
+    bound.unpacked(path, Path(path).stat().st_size)
     with open(path, encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines, start=1):
+            bound.field(path, len(line), f"line {number}")
             field_name, _, value = line.rstrip("\n").partition(" ")
             try:
                 if field_name == "MEM":

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from profile_all.readers import IngestError
+from profile_all.readers import IngestError, limits
 
 #: each report read, with the header labels (lower case, units aside) that tell it apart
 REPORTS = {
@@ -76,12 +76,13 @@ def report_in(text: str) -> str | None:
 
 
 def opened(path: Path, head: bytes) -> IO[str]:
-    """The file as text, decompressed when its content (`head`) is gzip or xz."""
+    """The file as text, decompressed when its content (`head`) is gzip or xz, refused
+    once more than limits.current().max_unpacked came out of it."""
     if head.startswith(GZIP_MAGIC):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+        return limits.bounded_text(gzip.open(path, "rb"), path)
     if head.startswith(XZ_MAGIC):
-        return lzma.open(path, "rt", encoding="utf-8", errors="replace", newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
+        return limits.bounded_text(lzma.open(path, "rb"), path)
+    return limits.bounded_text(open(path, "rb"), path)
 
 
 def decompressed_head(head: bytes, size: int = 65536) -> bytes:
@@ -150,20 +151,27 @@ def read(path: Path, head: bytes) -> tuple[str, Table]:
                 fields = _fields(stream.readline())
                 report = report_of(fields)
                 if report:
-                    return report, Table(path, fields, _data(stream, fields), line)
+                    return report, Table(path, fields, _data(stream, fields, path), line)
     except (OSError, EOFError, lzma.LZMAError, zlib.error, pd.errors.ParserError,
             csv.Error) as error:
         raise IngestError(f"{path}: unreadable nsys stats CSV ({_one_line(error)})") from None
     raise IngestError(f"{path}: no nsys stats report header in its first {PREAMBLE_LINES} lines")
 
 
-def _data(stream: IO[str], fields: list[str]) -> pd.DataFrame:
-    """The lines after the header, as text (a header alone: no rows)."""
+def _data(stream: IO[str], fields: list[str], path: Path) -> pd.DataFrame:
+    """The lines after the header, as text (a header alone: no rows), no field longer
+    than limits.current().max_field."""
     try:
-        return pd.read_csv(stream, header=None, names=fields, dtype=str,
-                           keep_default_na=False, na_values=[""])
+        frame = pd.read_csv(stream, header=None, names=fields, dtype=str,
+                            keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:
         return pd.DataFrame(columns=fields, dtype=str)
+    bound = limits.current()
+    bound.field(path, max(map(len, fields), default=0), "a field of the header")
+    for column in frame.columns if len(frame) else ():
+        bound.field(path, int(frame[column].fillna("").str.len().max()),
+                    f"a field of column {str(column)[:40]!r}")
+    return frame
 
 
 def _one_line(error: Exception) -> str:

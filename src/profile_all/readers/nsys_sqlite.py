@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import IngestError, nsys_checks
+from profile_all.readers import IngestError, limits, nsys_checks
 from profile_all.readers.nsys_rows import (
     COPY_LABELS,
     MEMORY_LABELS,
@@ -64,7 +64,18 @@ class NsysExport:
                 "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise IngestError(f"{path}: an sqlite file, but not an Nsight Systems export "
                               "(no StringIds, NVTX or CUPTI tables)")
+        self._within_limits()
         self.strings = dict(self.db.execute("select id, value from StringIds"))
+
+    def _within_limits(self) -> None:
+        """The file within max_unpacked, its strings (and NVTX texts) within max_field."""
+        bound = limits.current()
+        bound.unpacked(self.path, self.path.stat().st_size)
+        texts = [("StringIds", "value")] + ([("NVTX_EVENTS", "text")] if "text" in (
+            self.columns("NVTX_EVENTS") if "NVTX_EVENTS" in self.tables else []) else [])
+        for table, column in texts:
+            (longest,), = self.db.execute(f'select max(length("{column}")) from "{table}"')
+            bound.field(self.path, int(longest or 0), f"a string of {table}.{column}")
 
     def columns(self, table: str) -> list[str]:
         return [info[1] for info in self.db.execute(f'pragma table_info("{table}")')]

@@ -14,7 +14,7 @@ import pstats
 from pathlib import Path
 from typing import Any
 
-from profile_all.readers import IngestError
+from profile_all.readers import IngestError, limits
 from profile_all.readers.call_tree import OwnFrames, call_rows, own_frames
 from profile_all.rows import row
 
@@ -25,15 +25,40 @@ def function_name(key: tuple[str, int, str]) -> str:
 
 
 def load_stats(path: Path) -> pstats.Stats:
+    """The file's profile, read by pstats (marshal, which Python's documentation calls
+    unsafe for data from others) only once its size is within limits.current() (what
+    it begins with was checked by detect.py); its entries checked for the shape pstats
+    writes."""
+    bound = limits.current()
     try:
-        return pstats.Stats(str(path))
+        bound.unpacked(path, Path(path).stat().st_size)
     except FileNotFoundError:
         raise IngestError(f"{path}: no such file") from None
-    except (ValueError, EOFError, TypeError) as error:
+    try:
+        stats = pstats.Stats(str(path))
+    except Exception as error:  # whatever marshal made of it, pstats could not use
         raise IngestError(
-            f"{path}: not a pstats file this Python can read ({error}); pstats files are "
-            "marshal data tied to the Python version that wrote them (Python 2's cannot be read)"
-        ) from None
+            f"{path}: not a pstats file this Python can read ({str(error)[:200]}); pstats files are marshal data tied to the Python version "
+            "that wrote them (Python 2's cannot be read)") from None
+    _check_shape(path, stats.stats, bound)
+    return stats
+
+
+def _check_shape(path: Path, entries: Any, bound: limits.Limits) -> None:
+    """Each entry as pstats writes it: (file, line, function) -> (cc, nc, tt, ct,
+    {caller: (nc, cc, tt, ct)}), its names within the longest field."""
+    def key_ok(key: Any) -> bool:
+        return (type(key) is tuple and len(key) == 3 and type(key[0]) is str
+                and type(key[1]) is int and type(key[2]) is str)
+
+    for position, (key, value) in enumerate(entries.items()):
+        if not (key_ok(key) and type(value) is tuple and len(value) == 5
+                and type(value[4]) is dict
+                and all(key_ok(caller) and type(edge) is tuple and len(edge) == 4
+                        for caller, edge in value[4].items())):
+            raise IngestError(f"{path}: entry {position} is not what pstats writes "
+                              f"({str(key)[:80]}): not a pstats file")
+        bound.field(path, max(len(key[0]), len(key[2])), f"entry {position}'s name")
 
 
 def _reached(entries: dict[Any, tuple], own: OwnFrames) -> set[Any]:

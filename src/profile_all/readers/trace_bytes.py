@@ -7,21 +7,27 @@ read after re-escaping the quotes of its `"name"` lines (Kineto writes one key a
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from pathlib import Path
 
 import orjson
 
-from profile_all.readers import IngestError
+from profile_all.readers import IngestError, limits
 
 ARRAY_KEY = b'"traceEvents"'
 
 
+#: how much a gzip stream is unpacked at a time while its size is watched
+_PIECE = 64 * 2**20
+
+
 def read_bytes(path: Path) -> bytes:
-    """The trace's JSON bytes, gunzipped when the content is gzip (whatever the name)."""
+    """The trace's JSON bytes, gunzipped when the content is gzip (whatever the name), each
+    within limits.current().max_unpacked (a bomb is stopped as it passes it)."""
+    bound = limits.current()
     try:
+        bound.unpacked(path, Path(path).stat().st_size)
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise IngestError(f"{path}: no such file") from None
@@ -29,12 +35,32 @@ def read_bytes(path: Path) -> bytes:
         raise IngestError(f"{path}: cannot be read: {error.strerror}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            return gzip.decompress(raw)
+            return _gunzip(raw, path, bound)
         except (EOFError, OSError, zlib.error) as error:
             raise IngestError(f"{path}: corrupt or truncated gzip data ({error})") from None
     if str(path).endswith(".gz"):
         raise IngestError(f"{path}: named .gz but is not gzip data")
     return raw
+
+
+def _gunzip(raw: bytes, path: Path, bound: limits.Limits) -> bytes:
+    """gzip members one after the other, as gzip.decompress reads them, piece by piece."""
+    out = bytearray()
+    rest = raw
+    while rest:
+        unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = rest
+        while not unpacker.eof:
+            piece = unpacker.decompress(pending, _PIECE)
+            out += piece
+            bound.unpacked(path, len(out))
+            pending = unpacker.unconsumed_tail
+            if not piece and not pending:
+                break  # no more input, no more output: cut short
+        if not unpacker.eof:
+            raise EOFError("the stream ends before its end marker")
+        rest = unpacker.unused_data.lstrip(b"\x00")  # (gzip pads members with zeros)
+    return bytes(out)
 
 
 def json_error(path: Path, data: bytes) -> IngestError:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from profile_all.readers import plausible
-from profile_all.readers.chrome_trace import ChromeTrace, event_position
+from profile_all.readers import chrome_trace, plausible, trace_bytes
+from profile_all.readers.chrome_trace import ChromeTrace
 from profile_all.readers.plausible import COUNT, DURATION, TIME, Field
 
 #: the timed columns: (attribute, position of ts, of dur, what an event of it is)
@@ -44,6 +46,35 @@ def _fields(events: list[tuple], ts_at: int | None, dur_at: int, scale: float,
     return fields
 
 
+class _Finder:
+    """Where the first complete event with this (name, ts, dur) is in the event array."""
+
+    def __init__(self, wanted: tuple[Any, Any, Any], any_ts: bool) -> None:
+        self.wanted, self.any_ts, self.seen, self.position = wanted, any_ts, 0, None
+
+    def add(self, events: list[dict]) -> None:
+        for offset, event in enumerate(events if self.position is None else ()):
+            ts = self.wanted[1] if self.any_ts else event.get("ts")
+            if type(event) is dict and event.get("ph") == "X" and (
+                    event.get("name"), ts, event.get("dur")) == self.wanted:
+                self.position = self.seen + offset
+                break
+        self.seen += len(events)
+
+
+def event_position(path: Path, name: Any, ts: Any, dur: Any, any_ts: bool = False
+                   ) -> int | None:
+    """The position (from 0) in the trace's event array of its first complete event with
+    this name, ts (any, with `any_ts`) and dur, read again chunk by chunk (for a message:
+    slow, seldom)."""
+    data = trace_bytes.read_bytes(path)
+    for attempt in (data, trace_bytes.escape_raw_quotes(data)):
+        read = chrome_trace.read_columns(attempt, lambda: _Finder((name, ts, dur), any_ts))
+        if read is not None and read[1].position is not None:
+            return read[1].position
+    return None
+
+
 def _describer(trace: ChromeTrace, events: list[tuple], ts_at: int | None, dur_at: int,
                what: str) -> Callable[[int], str]:
     def describe(position: int) -> str:
@@ -72,6 +103,11 @@ def drop_impossible(trace: ChromeTrace) -> list[str]:
                          _describer(trace, events, ts_at, dur_at, what))
         if not keep.all():
             setattr(columns, attribute, list(compress(events, keep)))
+    if columns.nameless:  # left out as they were read: a name that is not text
+        tally.total += columns.nameless
+        tally.bad += columns.nameless
+        tally.example = tally.example or "an event whose name is not text (null, a number, "\
+            "a list or an object)"
     spans = columns.gpu_annotations
     keep = tally.add(_fields(spans, None, 1, scale, None), centre,
                      _describer(trace, spans, None, 1, "GPU range"))

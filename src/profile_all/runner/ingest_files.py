@@ -12,7 +12,7 @@ from pathlib import Path
 
 from profile_all import backends, environment
 from profile_all.errors import UsageError
-from profile_all.readers import IngestError
+from profile_all.readers import IngestError, limits
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import FORMAT_VERSION, Report
@@ -26,20 +26,14 @@ _RANK_WORDS = ("rank", "process", "proc", "worker", "node")
 
 
 def ingest(paths: Sequence[str | Path], out: Path | None = None,
-           command: list[str] | None = None) -> Report:
-    """Read every file first (a bad one stops everything before anything is written)."""
+           command: list[str] | None = None, max_unpacked: int | None = None,
+           max_field: int | None = None) -> Report:
+    """Read every file first (a bad one stops everything before anything is written),
+    each within the readers' limits (readers/limits.py)."""
     if not paths:
         raise UsageError("ingest needs at least one file")
-    named, found = _expand(paths)
-    files = [read_any(path) for path in named]
-    skipped = []
-    for path in found:  # files a directory holds: those that are not traces are left out
-        try:
-            files.append(read_any(path))
-        except ImpossibleValues:
-            raise  # a trace, but a broken one: refused as a file named is
-        except IngestError as error:
-            skipped.append(str(error))
+    with limits.applied(max_unpacked, max_field):
+        files, skipped = _read_all(paths)
     if not files:
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
                           + "; ".join(skipped[:3]))
@@ -69,6 +63,22 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
+
+
+def _read_all(paths: Sequence[str | Path]) -> tuple[list[IngestedFile], list[str]]:
+    """The files named, and those the directories named hold that are traces; why each of
+    the others was left out."""
+    named, found = _expand(paths)
+    files = [read_any(path) for path in named]
+    skipped = []
+    for path in found:  # files a directory holds: those that are not traces are left out
+        try:
+            files.append(read_any(path))
+        except (ImpossibleValues, limits.BeyondLimits):
+            raise  # a trace, but a broken or outsized one: refused as a file named is
+        except IngestError as error:
+            skipped.append(str(error))
+    return files, skipped
 
 
 def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:

@@ -1,0 +1,151 @@
+"""Files made to hurt the reader (readers/limits.py): a gzip that unpacks to far more than
+it weighs, a name megabytes long, a CSV field, a pstats file that is not what pstats
+writes, an sqlite string, an mprofile line, and events whose fields have the wrong type.
+Each is refused in one line (exit 2, no traceback, nothing written), or its events left
+out and said; the limits are settable (--max-unpacked, --max-field, the environment)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import marshal
+import sqlite3
+
+import pytest
+
+import profile_all as pa
+from conftest import profile_all
+
+MIB = 2**20
+GOOD = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+         "ts": 1000 * i, "dur": 100, "args": {}} for i in range(20)]
+
+
+def _refused(result, out, said: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert said in lines[0], lines[0]
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
+
+
+def _bomb(path, name_bytes: int) -> None:
+    """A gzip trace of one event whose name is `name_bytes` long: kilobytes on disk."""
+    with gzip.open(path, "wb", compresslevel=9) as stream:
+        stream.write(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "')
+        for _ in range(name_bytes // MIB):
+            stream.write(b"A" * MIB)
+        stream.write(b'", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}}]}')
+
+
+def test_a_gzip_bomb_is_refused_by_its_name_and_by_its_size(tmp_path):
+    bomb = tmp_path / "bomb.json.gz"
+    _bomb(bomb, 48 * MIB)
+    assert bomb.stat().st_size < MIB
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", bomb, "-o", out),
+             out, "an event's name is 48 Mi characters long, over the 1 Mi characters a field "
+                  "may hold (--max-field): refused, not read")
+    # the size bound stops the unpacking itself, as it passes it
+    _refused(profile_all("ingest", bomb, "--max-unpacked", "8M", "-o", out),
+             out, "unpacks to more than 8 MiB (--max-unpacked): refused, not read")
+    _refused(profile_all("ingest", bomb, "-o", out, env={"PROFILE_ALL_MAX_UNPACKED": "8M"}),
+             out, "unpacks to more than 8 MiB")
+    # a bomb in a directory is refused, not left out as "not a trace"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "good.json").write_text(json.dumps({"traceEvents": GOOD}))
+    bomb.rename(folder / "bomb.json.gz")
+    _refused(profile_all("ingest", folder, "-o", out), out, "over the 1 Mi characters")
+
+
+def test_the_limits_are_the_users_to_raise(tmp_path):
+    trace = tmp_path / "long.json"
+    events = [*GOOD, {**GOOD[0], "name": "x" * (2 * MIB), "ts": 30_000}]
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", trace, "-o", out), out, "2 Mi characters long")
+    done = profile_all("ingest", trace, "--max-field", "4M", "-o", out)
+    assert done.returncode == 0, done.stderr
+    _refused(profile_all("ingest", trace, "--max-field", "lots", "-o", tmp_path / "o2"),
+             tmp_path / "o2", "max_field wants bytes like 8G or 512M, got 'lots'")
+
+
+@pytest.mark.parametrize("bad, said", [
+    ({"name": {"a": 1}}, "an event whose name is not text"),
+    ({"name": [1, 2]}, "an event whose name is not text"),
+    ({"name": None}, "an event whose name is not text"),
+    ({"ts": "zero"}, "ts = 'zero': not a number"),
+    ({"dur": [1]}, "dur = [1]: not a number"),
+])
+def test_events_whose_fields_have_the_wrong_type_are_left_out_and_said(tmp_path, bad, said):
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [*GOOD, {**GOOD[0], "ts": 30_000, **bad}]}))
+    done = profile_all("ingest", trace, "-o", tmp_path / "out")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    meta = pa.load(tmp_path / "out").meta
+    assert meta["status"] == "partial"
+    [doubt] = [d for d in meta["doubts"] if "impossible" in d]
+    assert "1 of 21 events hold an impossible value" in doubt and said in doubt, doubt
+
+
+@pytest.mark.parametrize("bad", [{"args": "a string"}, {"cat": {"an": "object"}},
+                                 {"pid": {"an": "object"}}])
+def test_fields_of_no_consequence_with_the_wrong_type_are_no_traceback(tmp_path, bad):
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [*GOOD, {**GOOD[0], "ts": 30_000, **bad}]}))
+    done = profile_all("ingest", trace, "-o", tmp_path / "out")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("content, said", [
+    (marshal.dumps([1, 2, 3]), "not a file profile-all reads"),
+    (marshal.dumps({1: 2}), "not a file profile-all reads"),
+    (marshal.dumps({("f.py", 1, "g"): (1, 1, 0.1, 0.1, {"caller": 1})}),
+     "entry 0 is not what pstats writes"),
+    (marshal.dumps({("f.py", 1, "g" * (2 * MIB)): (1, 1, 0.1, 0.1, {})}),
+     "entry 0's name is 2 Mi characters long"),
+])
+def test_pstats_files_are_checked_before_and_after_marshal(tmp_path, content, said):
+    path = tmp_path / "p.prof"
+    path.write_bytes(content)
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, said)
+
+
+def test_an_nsys_csv_with_a_field_too_long_and_one_too_large(tmp_path):
+    header = (b"Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,"
+              b"TID,Lvl,NumChild,RangeId,ParentId,RangeStack,NameTree\n")
+    path = tmp_path / "nvtx_pushpop_trace.csv.xz"
+    with lzma.open(path, "wb") as stream:
+        stream.write(header)
+        for index in range(12):
+            name = b"n" * (2 * MIB) if index == 11 else b"range"
+            stream.write(b"%d,%d,10,0,10,%s,1,1,0,0,%d,,:%d,x\n"
+                         % (index * 100, index * 100 + 10, name, index, index))
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, "a field of column 'Name' is 2 Mi")
+    _refused(profile_all("ingest", path, "--max-unpacked", "1M", "-o", out), out,
+             "unpacks to more than 1 MiB")
+
+
+def test_an_nsys_sqlite_string_too_long(tmp_path):
+    path = tmp_path / "export.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("create table StringIds (id integer primary key, value text)")
+    db.execute("create table NVTX_EVENTS (start integer, end integer, text text, "
+               "textId integer, eventType integer, globalTid integer)")
+    db.execute("insert into StringIds values (1, ?)", ("s" * (2 * MIB),))
+    db.commit()
+    db.close()
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, "a string of StringIds.value is 2 Mi")
+
+
+def test_an_mprofile_line_too_long(tmp_path):
+    path = tmp_path / "mprofile.dat"
+    path.write_text("CMDLINE python x.py\nMEM 10.0 1.0\nFUNC " + "f" * (2 * MIB)
+                    + " 1 1 1 2 0\nMEM 11.0 2.0\n")
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, "line 3 is 2 Mi characters long")
