@@ -44,9 +44,14 @@ def test_a_gzip_bomb_is_refused_by_its_name_and_by_its_size(tmp_path):
     _bomb(bomb, 48 * MIB)
     assert bomb.stat().st_size < MIB
     out = tmp_path / "out"
+    # the event is refused before it is parsed: longer than 4 x --max-field
     _refused(profile_all("ingest", bomb, "-o", out),
-             out, "an event's name is 48 Mi characters long, over the 1 Mi characters a field "
-                  "may hold (--max-field): refused, not read")
+             out, "an event is at least 44 MiB long, over the 4 x --max-field an event may "
+                  "hold: refused, not read")
+    # and its name, once the event may be that long
+    _refused(profile_all("ingest", bomb, "--max-field", "20M", "-o", out),
+             out, "an event's name is 48 Mi characters long, over the 20 Mi characters a "
+                  "field may hold (--max-field): refused, not read")
     # the size bound stops the unpacking itself, as it passes it
     _refused(profile_all("ingest", bomb, "--max-unpacked", "8M", "-o", out),
              out, "unpacks to more than 8 MiB (--max-unpacked): refused, not read")
@@ -57,7 +62,7 @@ def test_a_gzip_bomb_is_refused_by_its_name_and_by_its_size(tmp_path):
     folder.mkdir()
     (folder / "good.json").write_text(json.dumps({"traceEvents": GOOD}))
     bomb.rename(folder / "bomb.json.gz")
-    _refused(profile_all("ingest", folder, "-o", out), out, "over the 1 Mi characters")
+    _refused(profile_all("ingest", folder, "-o", out), out, "an event is at least 44 MiB")
 
 
 def test_the_limits_are_the_users_to_raise(tmp_path):
@@ -149,3 +154,16 @@ def test_an_mprofile_line_too_long(tmp_path):
                     + " 1 1 1 2 0\nMEM 11.0 2.0\n")
     out = tmp_path / "out"
     _refused(profile_all("ingest", path, "-o", out), out, "line 3 is 2 Mi characters long")
+
+
+def test_a_file_whose_reading_would_not_fit_the_free_memory_is_refused():
+    import psutil
+
+    from profile_all.readers import chrome_trace, limits
+
+    free = psutil.virtual_memory().available
+    bound = limits.current()
+    with pytest.raises(limits.BeyondLimits, match="to read needs about .* more and .* is free: "
+                                                  "refused, not read"):
+        bound.fits_memory("big.json", int(free * 2), chrome_trace.PEAK_PER_BYTE - 1)
+    bound.fits_memory("small.json", 100 * MIB, chrome_trace.PEAK_PER_BYTE - 1)

@@ -156,17 +156,18 @@ def test_live_cuda_trace_device_time_per_operator_matches_torchs_own(tmp_path):
     assert compared >= 3
 
 
-def test_a_trace_too_big_for_the_free_memory_is_kept_and_not_read():
+def test_a_trace_too_big_for_the_free_memory_is_kept_and_not_read(tmp_path):
     """Reading a trace needs about 1.1 bytes beside each byte of its JSON; when the machine
     has not that much free, the pass keeps its trace and says why it has no rows (a pass
-    killed by the kernel would lose every backend's rows)."""
-    import psutil
-
-    from profile_all.backends.torch_profiler import _memory_short
-
-    free = psutil.virtual_memory().available
-    said = _memory_short(int(free * 2), chrome_trace.PEAK_PER_BYTE - 1)
-    assert said.startswith(f"its trace ({free * 2 / 1e9:.1f} GB of JSON) was written but not "
-                           "read: reading it needs about ")
-    assert "--pass-steps N" in said
-    assert _memory_short(400_000_000, chrome_trace.PEAK_PER_BYTE - 1) == ""  # 0.44 GB here
+    killed by the kernel would lose every backend's rows): as much free memory as this
+    machine has is asked for by --max-unpacked's bound in a run's environment."""
+    out = tmp_path / "run"
+    done = profile_all("run", TARGETS / "torch_regions.py", "-b", "torch-profiler", "-o", out,
+                       env={"PROFILE_ALL_MAX_UNPACKED": "1K"})
+    assert done.returncode == 0, done.stderr
+    report = pa.load(out)
+    [traced] = [p for p in report.meta["passes"] if p["backends"] == ["torch-profiler"]]
+    [lost] = [f["error"] for f in traced["backend_failures"] if f["phase"] == "lost"]
+    assert lost.startswith("its trace was written but not read: ") and "--pass-steps N" in lost
+    assert "unpacks to more than 1 KiB (--max-unpacked)" in lost
+    assert (out / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()

@@ -152,20 +152,21 @@ class TorchProfiler(Backend):
         if not self._exported:
             raise ProfileAllError("the schedule's active steps never ran (fewer pa.step() "
                                   "calls than wait + warmup + active): no trace")
-        from profile_all.readers.chrome_trace import PEAK_PER_BYTE, load
+        from profile_all.readers.chrome_trace import load
+        from profile_all.readers.limits import BeyondLimits
         from profile_all.readers.trace_analysis import trace_rows
-        from profile_all.readers.trace_bytes import read_bytes
 
         artifact = Artifact(self.name, str(self._path.relative_to(ctx.artifacts_dir.parent)),
                             "Perfetto (ui.perfetto.dev), TensorBoard, HTA",
                             "open https://ui.perfetto.dev and load {run_dir}/"
                             + str(self._path.relative_to(ctx.artifacts_dir.parent)))
-        data = read_bytes(self._path)
-        short = _memory_short(len(data), PEAK_PER_BYTE - 1)
-        if short:
-            self.losses.append(short)
+        try:  # within the readers' limits: what does not fit the free memory is not read
+            trace = load(self._path)
+        except BeyondLimits as error:
+            self.losses.append(
+                f"its trace was written but not read: {error}. Open the trace in Perfetto, "
+                "or trace fewer steps (--pass-steps N, --torch-schedule)")
             return Collected([], [artifact])
-        trace = load(self._path, data)
         if self._profile_steps:
             trace.keep_steps(self._steps)  # as many ProfilerStep ranges as steps
         rows = trace_rows(trace)
@@ -190,20 +191,6 @@ def _give_back_freed_memory() -> None:
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):  # not glibc: it stays with the process
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _memory_short(json_bytes: int, more_per_byte: float) -> str:
-    """Why the trace is not read, when reading it would need more memory than the machine
-    has free (a pass killed by the kernel loses every backend's rows, not only ours)."""
-    import psutil
-
-    need = json_bytes * more_per_byte
-    free = psutil.virtual_memory().available
-    if need < free * 0.8:
-        return ""
-    return (f"its trace ({json_bytes / 1e9:.1f} GB of JSON) was written but not read: reading "
-            f"it needs about {need / 1e9:.1f} GB more and {free / 1e9:.1f} GB is free. Open "
-            "the trace in Perfetto, or trace fewer steps (--pass-steps N, --torch-schedule)")
 
 
 def _schedule(steps: dict[str, int] | str | None) -> dict[str, int] | None:

@@ -212,8 +212,8 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def read_columns(data: bytes, make: Callable[[], Any] = _Collector
-                  ) -> tuple[dict[str, Any], Any] | None:
+def read_columns(data: bytes, make: Callable[[], Any] = _Collector,
+                 path: Path | None = None) -> tuple[dict[str, Any], Any] | None:
     """(metadata, the collector, made by `make`, that was given the events), or None when
     the bytes are not a trace this reader parses."""
     span = trace_bytes.events_span(data)
@@ -223,7 +223,7 @@ def read_columns(data: bytes, make: Callable[[], Any] = _Collector
         collector = make()
         if isinstance(meta, list):
             meta = {}
-        if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector):
+        if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector, path):
             meta.pop("traceEvents", None)
             return meta, collector
     try:  # an unusual layout: parse the whole document at once
@@ -244,41 +244,42 @@ def read_columns(data: bytes, make: Callable[[], Any] = _Collector
 PEAK_PER_BYTE = 2.1
 
 
-def _refuse_beyond_memory(path: Path, size: int) -> None:
-    """Refuse a trace whose reading would not fit the memory free now (PEAK_PER_BYTE)."""
-    import psutil
-
-    free = psutil.virtual_memory().available
-    if size * (PEAK_PER_BYTE - 1) > 0.8 * free:
-        raise limits.BeyondLimits(f"{path}: {size / 2**30:.1f} GiB of JSON needs about "
-                          f"{size * (PEAK_PER_BYTE - 1) / 2**30:.1f} GiB more to read and "
-                          f"{free / 2**30:.1f} GiB is free: refused, not read")
-
-
 def load(path: str | Path, data: bytes | None = None) -> ChromeTrace:
     """Read a chrome trace (or its JSON `data`, read already) into compact columns;
     IngestError when it is not one."""
     path = Path(path)
     data = trace_bytes.read_bytes(path) if data is None else data
-    _refuse_beyond_memory(path, len(data))
-    read = read_columns(data, lambda: _Collector(path))
+    limits.current().fits_memory(path, len(data), PEAK_PER_BYTE - 1)
+    read = read_columns(data, lambda: _Collector(path), path)
     if read is None and b'"name": "' in data:
-        read = read_columns(trace_bytes.escape_raw_quotes(data), lambda: _Collector(path))
+        read = read_columns(trace_bytes.escape_raw_quotes(data), lambda: _Collector(path), path)
     if read is None:
         raise trace_bytes.json_error(path, data)
     meta, collector = read
     return ChromeTrace(path, meta, collector.columns)
 
 
-def _collect_chunks(data: bytes, first: int, closing: int, collector: Any) -> bool:
-    """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined."""
+#: the longest one event may be, in max_field: a field, and the rest of the event
+EVENT_FIELDS = 4
+
+
+def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
+                    path: Path | None) -> bool:
+    """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined.
+    An event longer than EVENT_FIELDS x max_field is refused before it is parsed."""
     start = first
+    longest = EVENT_FIELDS * limits.current().max_field
     while start < closing:
         stop = closing
         if closing - start > CHUNK_BYTES:
             boundary = _BOUNDARY.search(data, start + CHUNK_BYTES, closing)
             if boundary:
                 stop = data.index(b"{", boundary.start() + 1)
+            elif closing - start - CHUNK_BYTES > longest:  # one event from there to the end
+                raise limits.BeyondLimits(
+                    f"{path}: an event is at least "
+                    f"{(closing - start - CHUNK_BYTES) / 2**20:.0f} MiB long, over the "
+                    f"{EVENT_FIELDS} x --max-field an event may hold: refused, not read")
         while True:
             try:
                 events = _parse_array(data, start, stop)

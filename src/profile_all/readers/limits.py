@@ -62,6 +62,16 @@ class Limits:
                 f"{path}: unpacks to more than {_size(self.max_unpacked)} (--max-unpacked): "
                 "refused, not read")
 
+    def fits_memory(self, path: object, size: int, more_per_byte: float) -> None:
+        """Refuse `path` (`size` bytes) when reading it needs `more_per_byte` times its
+        size more than 80% of the memory free now."""
+        import psutil
+
+        free, need = psutil.virtual_memory().available, size * more_per_byte
+        if need > 0.8 * free:
+            raise BeyondLimits(f"{path}: {_size(size)} to read needs about {_size(int(need))} "
+                               f"more and {_size(free)} is free: refused, not read")
+
     def field(self, path: object, length: int, what: str) -> None:
         """Refuse `path` when one of its fields (`what`) is longer than max_field."""
         if length > self.max_field:

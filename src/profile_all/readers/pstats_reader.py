@@ -38,8 +38,9 @@ def load_stats(path: Path) -> pstats.Stats:
         stats = pstats.Stats(str(path))
     except Exception as error:  # whatever marshal made of it, pstats could not use
         raise IngestError(
-            f"{path}: not a pstats file this Python can read ({str(error)[:200]}); pstats files are marshal data tied to the Python version "
-            "that wrote them (Python 2's cannot be read)") from None
+            f"{path}: not a pstats file this Python can read ({str(error)[:200]}); "
+            "pstats files are marshal data tied to the Python version that wrote them "
+            "(Python 2's cannot be read)") from None
     _check_shape(path, stats.stats, bound)
     return stats
 

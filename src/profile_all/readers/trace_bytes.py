@@ -43,7 +43,7 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
-def _gunzip(raw: bytes, path: Path, bound: limits.Limits) -> bytes:
+def _gunzip(raw: bytes, path: Path, bound: limits.Limits) -> bytearray:
     """gzip members one after the other, as gzip.decompress reads them, piece by piece."""
     out = bytearray()
     rest = raw
@@ -60,7 +60,7 @@ def _gunzip(raw: bytes, path: Path, bound: limits.Limits) -> bytes:
         if not unpacker.eof:
             raise EOFError("the stream ends before its end marker")
         rest = unpacker.unused_data.lstrip(b"\x00")  # (gzip pads members with zeros)
-    return bytes(out)
+    return out  # (bytes-like: no copy of what may be gigabytes)
 
 
 def json_error(path: Path, data: bytes) -> IngestError:
