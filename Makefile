@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python scripts/bench/trace_ingest.py
 	$(BIN)/python scripts/bench/latency_agreement.py
 	$(BIN)/python scripts/bench/fresh_latency.py
+	$(BIN)/python scripts/bench/ingest_memory.py
 	$(BIN)/python scripts/bench/compare_noise.py
 
 # every GPU path end to end with a verdict table; on a machine without CUDA: what it skipped

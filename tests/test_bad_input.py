@@ -111,8 +111,9 @@ def test_view_of_a_run_without_cprofile(tmp_path):
 
 
 def test_view_of_an_ingested_folder(tmp_path):
-    """`view` on an ingested run opens the pstats file it read; without one it says so
-    (and does not tell the user to run a backend: nothing was run)."""
+    """`view` on an ingested run opens its copy of the pstats file it read (a file of the
+    folder: the original may be gone, and meta.json's paths are not trusted); without one
+    it says so (and does not tell the user to run a backend: nothing was run)."""
     import cProfile
 
     from profile_all.view import profile_file
@@ -122,7 +123,9 @@ def test_view_of_an_ingested_folder(tmp_path):
     ingested = profile_all("ingest", stats, "-o", tmp_path / "from_pstats")
     assert ingested.returncode == 0, ingested.stderr
     assert "exit code 0, 1 file read" in ingested.stdout + ingested.stderr  # not "0 passes"
-    assert profile_file(tmp_path / "from_pstats") == stats.resolve()
+    kept = profile_file(tmp_path / "from_pstats")
+    assert kept.parent == (tmp_path / "from_pstats" / "artifacts").resolve()
+    assert kept.read_bytes() == stats.read_bytes()
     trace = tmp_path / "made_here.pt.trace.json"
     trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
                      '"pid": 1, "tid": 1, "ts": 0, "dur": 5}]}')

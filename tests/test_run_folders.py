@@ -80,6 +80,20 @@ def test_a_file_outside_the_folder_is_refused(good_run, tmp_path, capsys, change
     assert "root:" not in capsys.readouterr().out
 
 
+def _ingested_from_outside(meta, _folder):
+    """An ingest's meta.json whose source names a file outside the folder (it once
+    reached SnakeViz)."""
+    meta["target"] = {"kind": "ingest", "command": "profile-all ingest x.prof"}
+    meta["artifacts"] = []
+    meta["sources"] = [{"pass": 1, "path": "/etc/passwd", "backend": "cprofile", "rank": 0}]
+
+
+def test_view_serves_no_source_that_meta_names_elsewhere(good_run, tmp_path, capsys):
+    crafted = _crafted(good_run, tmp_path, _ingested_from_outside)
+    _refused(["view", str(crafted), "--no-browser"], "has no cProfile file", capsys)
+    assert "root:" not in capsys.readouterr().out
+
+
 CRAFTED = [
     (_set("status", 5), "status is not what profile-all writes"),
     (_set("exit_code", "1"), "exit_code is not what profile-all writes"),

@@ -19,18 +19,17 @@ def _rank_of(path: str) -> int:
 
 
 def profile_file(run_dir: Path, rank: int = 0) -> Path:
-    """The run's cProfile file of `rank` (each rank of a torchrun run has its own)."""
+    """The run's cProfile file of `rank` (each rank of a torchrun run has its own): one of
+    the folder's own files (an ingest keeps a copy of each pstats file it read), never a
+    path that meta.json names elsewhere."""
     report = load(run_dir)
     profiles = {_rank_of(a["path"]): report.run_dir / a["path"]
                 for a in report.meta.get("artifacts", []) if a["path"].endswith(".prof")}
     ingested = report.meta.get("target", {}).get("kind") == "ingest"
-    if ingested:  # the pstats files it read, where they still are
-        profiles = {source["rank"] or 0: Path(source["path"])
-                    for source in report.meta.get("sources", [])
-                    if source["backend"] == "cprofile"}
     if not profiles:
         raise UsageError(f"{run_dir} has no cProfile file: " + (
-            "none of the files it was ingested from is a pstats file"
+            "none of the files it was ingested from is a pstats file (or it was ingested "
+            "before profile-all kept a copy: ingest them again)"
             if ingested else "run with -b cprofile"))
     if rank not in profiles:
         raise UsageError(f"{run_dir} has no cProfile file of rank {rank}: its ranks are "

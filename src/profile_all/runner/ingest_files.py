@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     rows = []
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
         rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
+    kept = _kept_copies(files)
     meta = {  # partial: a file's events with impossible values were left out (its doubt)
         "format": FORMAT_VERSION, "exit_code": 0,
         "status": "partial" if any(file.doubts for file in files) else "complete",
@@ -51,7 +53,8 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         "sources": [{"pass": number, "path": str(file.path.resolve()), "backend": file.backend,
                      "rank": file.rank, **file.facts}
                     for number, file in enumerate(files, start=1)],
-        "passes": [], "passes_not_run": [], "skipped_backends": {}, "artifacts": [],
+        "passes": [], "passes_not_run": [], "skipped_backends": {},
+        "artifacts": [artifact for artifact, _file in kept],
         "backend_facts": backends.facts_of(file.backend for file in files),
         "doubts": _doubts(files, skipped),
     }
@@ -59,10 +62,21 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
                 for number, file in enumerate(files, start=1) for entry in file.timeline]
     report = Report.from_rows(rows, meta, timeline=timeline)
     run_dir = RunDirectory.create(out, "ingest")
+    for artifact, file in kept:
+        shutil.copyfile(file.path, run_dir.work / artifact["path"])
     report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
+
+
+def _kept_copies(files: list[IngestedFile]) -> list[tuple[dict[str, str], IngestedFile]]:
+    """(artifact, file) of each pstats file read, kept in the run folder: `view` serves a
+    file of the folder, never one a meta.json names elsewhere."""
+    return [({"backend": file.backend, "path": f"artifacts/cprofile.pass{number}.rank"
+              f"{file.rank}.prof", "viewer": "SnakeViz",
+              "open_command": "profile-all view {run_dir}"}, file)
+            for number, file in enumerate(files, start=1) if file.backend == "cprofile"]
 
 
 def _read_all(paths: Sequence[str | Path]) -> tuple[list[IngestedFile], list[str]]:
