@@ -163,7 +163,7 @@ def test_a_file_whose_reading_would_not_fit_the_free_memory_is_refused():
 
     free = psutil.virtual_memory().available
     bound = limits.current()
-    with pytest.raises(limits.BeyondLimits, match="to read needs about .* more and .* is free: "
-                                                  "refused, not read"):
+    with pytest.raises(limits.BeyondLimits, match=r"to read needs about .* more and .* is "
+                                                  r"free: refused, not read"):
         bound.fits_memory("big.json", int(free * 2), chrome_trace.PEAK_PER_BYTE - 1)
     bound.fits_memory("small.json", 100 * MIB, chrome_trace.PEAK_PER_BYTE - 1)

@@ -23,6 +23,7 @@ from typer.exceptions import TyperException
 from profile_all import backends as backend_registry
 from profile_all import cli_files
 from profile_all.errors import UsageError
+from profile_all.safe_text import visible
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -53,7 +54,7 @@ def _one_line_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except UsageError as error:
-            print(f"profile-all: error: {error}", file=sys.stderr)
+            print(f"profile-all: error: {visible(str(error))}", file=sys.stderr)
             raise typer.Exit(UsageError.exit_code) from None
 
     return guarded

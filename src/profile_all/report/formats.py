@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, TextIO
 import orjson
 import pandas as pd
 from rich.console import Console
+from rich.text import Text
 
 from profile_all.report import markdown, tables, terminal
+from profile_all.safe_text import visible, visible_all
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -19,10 +21,11 @@ FORMATS = ("table", "md", "csv", "json")
 def findings_json(report: Report) -> str:
     """`run --json`: the run directory, its meta and its findings (NaN as null)."""
     findings = report.findings().astype(object).where(report.findings().notna(), None)
-    return orjson.dumps({"run_dir": str(report.run_dir) if report.run_dir else None,
-                         "status": report.meta.get("status"), "exit_code": report.exit_code,
-                         "findings": findings.to_dict(orient="records"), "meta": report.meta},
-                        option=orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    return orjson.dumps(visible_all({
+        "run_dir": str(report.run_dir) if report.run_dir else None,
+        "status": report.meta.get("status"), "exit_code": report.exit_code,
+        "findings": findings.to_dict(orient="records"), "meta": report.meta}),
+        option=orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
 
 
 def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
@@ -33,10 +36,10 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
     elif format == "md":
         stream.write(markdown.render(report, top) + "\n")
     elif format == "csv":
-        report.frame.to_csv(stream, index=False)
+        _shown(report.frame).to_csv(stream, index=False)
     elif format == "json":
-        rows = report.frame.to_dict(orient="records")
-        stream.write(orjson.dumps({"meta": report.meta, "rows": rows},
+        rows = _shown(report.frame).to_dict(orient="records")
+        stream.write(orjson.dumps({"meta": visible_all(report.meta), "rows": rows},
                                   option=orjson.OPT_SERIALIZE_NUMPY,
                                   default=str).decode() + "\n")
     else:
@@ -51,10 +54,19 @@ def render_compare(table: pd.DataFrame, format: str, stream: TextIO, caption: st
         console.print(terminal.rich_table("Change from A to B (b / a - 1)",
                                           tables.compare_table(table)))
         if caption:
-            console.print(caption, highlight=False)
+            console.print(Text(visible(caption)))
     elif format == "md":
         print(markdown.pipe_table(tables.compare_table(table)), file=stream)
     elif format == "csv":
-        table.to_csv(stream, index=False)
+        _shown(table).to_csv(stream, index=False)
     else:
-        print(table.to_json(orient="records"), file=stream)
+        print(_shown(table).to_json(orient="records"), file=stream)
+
+
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its text columns' control characters shown (safe_text.visible): CSV
+    and JSON go to a terminal as often as to a file (report.parquet keeps the bytes)."""
+    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(
+        frame[c])]
+    return frame.assign(**{c: frame[c].map(lambda v: visible(v) if isinstance(v, str) else v)
+                           for c in text}) if text else frame

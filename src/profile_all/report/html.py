@@ -21,6 +21,7 @@ import pandas as pd
 from profile_all.report import charts, sections
 from profile_all.report.problems import problems
 from profile_all.report.status import steps_line
+from profile_all.safe_text import visible, visible_all
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -51,7 +52,7 @@ nav a { margin-right: 1em; }
 
 
 def _text(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(str(value)), quote=True)
 
 
 #: sorts a table by a header's column (a click; again: the other way) and filters its rows
@@ -141,7 +142,7 @@ def _charts(report: Report, script: str | None) -> str:
                 "(pip install plotly); the tables below hold the same numbers.</p>")
     divs = "".join(f'<div class="chart" id="chart-{index}" title="{_text(title)}"></div>'
                    for index, (title, _figure) in enumerate(figures))
-    data = orjson.dumps([figure for _title, figure in figures],
+    data = orjson.dumps([visible_all(figure) for _title, figure in figures],
                         option=orjson.OPT_SERIALIZE_NUMPY).decode()
     data = data.replace("<", "\\u003c")  # nothing in the data can close the element
     return (f"{divs}<script>{script}</script>"

@@ -10,6 +10,7 @@ import pandas as pd
 from profile_all.report import sections
 from profile_all.report.problems import problems
 from profile_all.report.status import steps_line
+from profile_all.safe_text import visible
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -19,13 +20,14 @@ TOP = 25
 
 def _text(value: object) -> str:
     """Text from the run (names, errors, commands) made inert: Markdown previews render
-    raw HTML, so `<`, `>` and `&` are escaped; one line."""
-    return html.escape(str(value), quote=False).replace("\n", " ")
+    raw HTML, so `<`, `>` and `&` are escaped; control characters are shown
+    (safe_text.visible: a newline as `\\n`), so it is one line."""
+    return html.escape(visible(str(value)), quote=False)
 
 
 def _code(value: object) -> str:
     """A code span, or the escaped text where a code span could not hold it."""
-    text = str(value).replace("\n", " ")
+    text = visible(str(value))
     return f"`{text}`" if not set(text) & set("`<>&") else _text(text)
 
 

@@ -16,6 +16,7 @@ from profile_all.report import format as fmt
 from profile_all.report import sections, tables
 from profile_all.report.problems import problems
 from profile_all.report.status import steps_line
+from profile_all.safe_text import visible
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -125,7 +126,8 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
                width: int | None = None) -> Table:
     """Figures never wrap or shrink: columns that do not fit `width` (the console's) are
     left out and named in the caption; the name column is cut in the middle."""
-    frame, dropped = _fitted(frame, width)
+    frame, dropped = _fitted(frame.rename(columns=lambda c: visible(str(c))).map(
+        lambda value: visible(value) if isinstance(value, str) else value), width)
     notes = [f"{left_out:,} more rows not shown (--top N to see more)"] if left_out else []
     if dropped:
         notes.append(f"left out to fit {width} columns: {', '.join(dropped)} (summary.md, "
@@ -133,9 +135,9 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
     table = Table(title=title, title_justify="left", caption="\n".join(notes) or None,
                   caption_justify="left")
     for column in frame.columns:
-        table.add_column(str(column), no_wrap=True)
-    for values in frame.itertuples(index=False):
-        table.add_row(*values)
+        table.add_column(Text(str(column)), no_wrap=True)
+    for values in frame.itertuples(index=False):  # text, never markup: `[red]` is a name
+        table.add_row(*(Text(str(value)) for value in values))
     return table
 
 
@@ -147,19 +149,20 @@ def headline(report: Report, console: Console) -> None:
         else f"{len(sources)} file{'s' if len(sources) != 1 else ''} read"  # ingested
     steps = steps_line(report)
     ran += f", {steps}" if steps else ""
-    console.print(Text(f"profile-all: {meta.get('status')}, exit code {meta.get('exit_code')}"
-                       f", {ran}", style="bold"))
+    console.print(Text(visible(f"profile-all: {meta.get('status')}, exit code "
+                               f"{meta.get('exit_code')}, {ran}"), style="bold"))
     found = report.findings()
     for number, one in enumerate(found.head(HEADLINE).to_dict("records"), start=1):
         share = one["share"]
         bar = "█" * round(share * BAR) + "░" * (BAR - round(share * BAR)) \
             if not math.isnan(share) and 0 <= share <= 1 else ""
         head = f"{number}. {bar} {fmt.share(share)}  " if bar else f"{number}. "
-        console.print(Text(head + one["finding"], style="bold" if number == 1 else ""))
+        console.print(Text(head + visible(one["finding"]),
+                           style="bold" if number == 1 else ""))
         if one["evidence"]:
-            console.print(Text(f"   evidence: {one['evidence']}", style="dim"))
+            console.print(Text(visible(f"   evidence: {one['evidence']}"), style="dim"))
         if one["try"]:
-            console.print(Text(f"   try: {one['try']}"))
+            console.print(Text(visible(f"   try: {one['try']}")))
     more = len(found) - HEADLINE
     if more > 0:
         console.print(Text(f"   {more} more finding(s) in summary.md and report.html",
@@ -173,8 +176,8 @@ def render(report: Report, console: Console, top: int = TOP) -> None:
     for section, table, left_out in sections.shown(report, top, terminal=True):
         console.print(rich_table(section.title, table, left_out, width=console.width))
     for line in problems(report):
-        console.print(Text(line, style="yellow"))
+        console.print(Text(visible(line), style="yellow"))
     if report.run_dir:
-        console.print(f"Report: {report.run_dir}", highlight=False)
+        console.print(Text(visible(f"Report: {report.run_dir}")))
     for backend, path, command in tables.open_commands(report):
-        console.print(f"  {backend}: {path}  (open with: {command})", highlight=False)
+        console.print(Text(visible(f"  {backend}: {path}  (open with: {command})")))

@@ -1,0 +1,35 @@
+"""Text that others wrote (a target's region names and errors, another tool's file, a run
+folder from elsewhere), made safe to show: every control character is shown as its escape.
+
+A name holding `\\x1b[2J\\x1b[31m` cleared and recoloured the user's terminal when a run
+printed it, and kept its bytes in summary.md. So each renderer (terminal, markdown, HTML,
+CSV and JSON out of `show`, the CLI's error line) shows C0 and C1 controls, DEL and the
+bidirectional overrides (which reorder what a reader sees) as `\\x1b`, `\\n`, `\\u202e`: the
+text is still there to read, and no byte of it acts on the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(found: re.Match[str]) -> str:
+    return repr(found.group())[1:-1]
+
+
+def visible(text: str) -> str:
+    """`text` with every control character shown as its Python escape."""
+    return _CONTROL.sub(_escape, text)
+
+
+def visible_all(value: object) -> object:
+    """Every string in `value` (dicts, lists and tuples of them) made `visible`."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible_all(key): visible_all(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [visible_all(item) for item in value]
+    return value
