@@ -136,3 +136,23 @@ def test_two_model_benchmarks_compare_on_their_iterations(tmp_path):
     assert latency["ci_low"] <= latency["change"] <= latency["ci_high"]
     assert latency["verdict"].startswith("untested: one run a side")
     assert latency["basis"] == "1+1 run, blocks (drift between runs not measured)"
+
+
+def test_runs_of_different_scripts_are_said_first_and_not_gated(runs, tmp_path):
+    """The same regions, another script: compare says so before its table, and refuses
+    --fail-above, as merge refuses such a pair."""
+    other = tmp_path / "other_speed.py"
+    shutil.copy(TARGETS / "speed.py", other)
+    done = profile_all("run", other, "-b", "wallclock", "-o", tmp_path / "other", "--",
+                       "0.004")
+    assert done.returncode == 0, done.stderr
+    compared = profile_all("compare", runs["base"], tmp_path / "other")
+    assert compared.returncode == 0, compared.stderr
+    first = compared.stderr.splitlines()[0]
+    assert first.startswith("profile-all: note: the runs profiled different targets: ")
+    assert "speed.py against" in first and "other_speed.py" in first
+    gated = profile_all("compare", runs["base"], tmp_path / "other", "--fail-above", "10")
+    assert gated.returncode == 2 and "Traceback" not in gated.stderr
+    assert gated.stderr.strip().splitlines() == [
+        f"profile-all: error: --fail-above gates a change of one program, and these runs "
+        f"profiled different targets ({TARGETS / 'speed.py'} against {other})"]

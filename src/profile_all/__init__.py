@@ -144,12 +144,17 @@ def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = 
     change b / a - 1 with a 95% interval and a verdict; `attrs["notes"]`: what makes the
     runs unlike). With `fail_above` (percent), `attrs["slower"]` holds the regions slower
     beyond the run-to-run noise by more than that (both runs need `repeat` >= 2)."""
-    from profile_all.report.compare import slower_than
+    from profile_all.report.compare import slower_than, target_of
     from profile_all.runner.rundir import load
 
     fail_above = validate.percent("fail_above", fail_above)
-    table = load(validate.path("run_a", run_a)).compare(load(validate.path("run_b", run_b)))
+    a, b = load(validate.path("run_a", run_a)), load(validate.path("run_b", run_b))
+    table = a.compare(b)
     if fail_above is not None:
+        if target_of(a) != target_of(b):
+            raise UsageError(f"--fail-above gates a change of one program, and these runs "
+                             f"profiled different targets ({target_of(a)[1]} against "
+                             f"{target_of(b)[1]})")
         table.attrs["slower"] = slower_than(table, fail_above)
     return table
 

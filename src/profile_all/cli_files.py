@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from profile_all import backends as backend_registry
+from profile_all.safe_text import visible
 
 ERR_CONSOLE = Console(stderr=True)
 
@@ -110,9 +111,9 @@ def compare(
     from profile_all.report.formats import render_compare
 
     table = pa.compare(run_a, run_b, fail_above=fail_above)
+    for note in table.attrs.get("notes", []):  # first: what makes the runs unlike
+        print(f"profile-all: note: {visible(note)}", file=sys.stderr)
     render_compare(table, format.value, sys.stdout, f"A: {run_a}\nB: {run_b}")
-    for note in table.attrs.get("notes", []):
-        print(f"profile-all: note: {note}", file=sys.stderr)
     slower = table.attrs.get("slower")
     if slower is not None and not slower.empty:
         names = ", ".join(f"{name} ({change:+.1%})" for name, change

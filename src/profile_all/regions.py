@@ -25,6 +25,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from profile_all.region_log import FLUSH_SECONDS, NAMES, RegionLog, native
+from profile_all.validate import ArgumentTypeError, ArgumentValueError
 
 
 class RegionListener(Protocol):
@@ -231,6 +232,11 @@ def region(name: str | Callable | None = None) -> Any:
         return marker
     if callable(name):
         return _decorate(name, name.__qualname__)
+    if name is not None and not isinstance(name, str):
+        raise ArgumentTypeError(f"a region's name is text, like region('forward'); got {name!r} "
+                        f"({type(name).__name__})")
+    if name == "":
+        raise ArgumentValueError("a region's name is text, like region('forward'); got ''")
     marker = _cache[name] = Region(name) if name is not None else _Unnamed(None)
     return marker
 

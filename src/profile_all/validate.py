@@ -52,8 +52,12 @@ def backend_names(value: Any) -> list[str] | None:
     return names
 
 
+#: the longest a timeout may be: 30 days (beyond it, a clock's time_t overflows)
+MAX_SECONDS = 30 * 86400
+
+
 def seconds(name: str, value: Any) -> float | None:
-    """None or a finite number of seconds above zero."""
+    """None or a finite number of seconds above zero, at most MAX_SECONDS."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -62,15 +66,20 @@ def seconds(name: str, value: Any) -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise ArgumentValueError(f"{name} must be a positive, finite number of seconds, "
                                  f"got {value!r}")
+    if value > MAX_SECONDS:
+        raise ArgumentValueError(f"{name} must be at most {MAX_SECONDS:,} seconds (30 days), "
+                                 f"got {value:g}")
     return float(value)
 
 
-def whole(name: str, value: Any, minimum: int) -> int:
+def whole(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentTypeError(f"{name} must be a whole number, not {_kind(value)} "
                                 f"({value!r})")
     if value < minimum:
         raise ArgumentValueError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ArgumentValueError(f"{name} must be at most {maximum:,}, got {value:,}")
     return value
 
 

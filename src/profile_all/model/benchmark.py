@@ -52,6 +52,8 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
         gc.collect()
         torch.cuda.empty_cache()
         return None
+    except build.InputsTooLarge:  # refused before torch tried
+        return None
     except RuntimeError as error:  # the CPU allocator's out of memory
         if "can't allocate memory" not in str(error):
             raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -115,13 +116,31 @@ def make_inputs(shapes: list[tuple[int, ...]], dtype: str, device: Any,
     if dtype not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     generator = torch.Generator(device="cpu").manual_seed(0)
+    if batch_size is not None:
+        shapes = [(batch_size, *shape[1:]) for shape in shapes]
+    _fit(shapes, getattr(torch, dtype).itemsize)
     inputs = []
     for shape in shapes:
-        if batch_size is not None:
-            shape = (batch_size, *shape[1:])
         inputs.append(torch.randn(shape, generator=generator, dtype=getattr(torch, dtype))
                       .to(device))
     return inputs
+
+
+class InputsTooLarge(UsageError):
+    """Inputs that would not fit the memory free (a batch size the search cannot take)."""
+
+
+def _fit(shapes: list[tuple[int, ...]], itemsize: int) -> None:
+    """Refuse inputs that do not fit the memory free now (made on the CPU first), before
+    torch tries: `--input-shape 100000000,100000000` is 40 PB."""
+    import psutil
+
+    wanted = sum(math.prod(shape) for shape in shapes) * itemsize
+    free = psutil.virtual_memory().available
+    if wanted > free:
+        shown = " ".join("x".join(map(str, shape)) for shape in shapes)
+        raise InputsTooLarge(f"inputs of shape {shown} take {wanted / 2**30:,.1f} GiB, more than "
+                         f"the {free / 2**30:.1f} GiB of memory free here")
 
 
 class Work:

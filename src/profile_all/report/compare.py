@@ -185,9 +185,20 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     return table
 
 
+def target_of(report: Any) -> tuple[str, str]:
+    """What a run profiled: (kind, the script's path or the model's spec)."""
+    target = report.meta.get("target", {})
+    return str(target.get("kind", "")), str(target.get("path") or target.get("spec") or "")
+
+
 def _unlike(a: Any, b: Any) -> list[str]:
-    """Differences between the runs' setups that a change in time may come from."""
+    """Differences between the runs' setups that a change in time may come from; first,
+    that they profiled different targets."""
     notes = []
+    if target_of(a) != target_of(b):
+        notes.append(f"the runs profiled different targets: {target_of(a)[1] or 'unknown'} "
+                     f"against {target_of(b)[1] or 'unknown'}: their times are not of one "
+                     "program")
     for key, what in (("preimported", "modules imported before the target's clock"),):
         if a.meta.get(key) != b.meta.get(key):
             notes.append(f"the runs differ in {what}: {a.meta.get(key)} against "

@@ -62,7 +62,7 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     if launch.distributed and not isolate:
         raise validate.ArgumentValueError(
             "several ranks need isolate=True (torchrun starts their processes)")
-    validate.whole("repeat", repeat, 1)
+    validate.whole("repeat", repeat, 1, MAX_REPEAT)
     timeout = validate.seconds("timeout", timeout)
     validate.positive("peak_flops", peak_flops)
     options = backends.check_options(options)
@@ -93,6 +93,10 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
 #: the steps a profiled pass runs by default: a few warm-up steps, then enough for stable
 #: per-step figures (a median over 20 steps after 5 of warm-up)
 DEFAULT_PASS_STEPS = 25
+
+
+#: the most timing passes a run may repeat (each runs the whole script)
+MAX_REPEAT = 100
 
 
 def check_steps(pass_steps: int | str | None,
