@@ -127,3 +127,32 @@ def test_os_exit_inside_a_region_counts_the_region_up_to_the_exit(tmp_path):
     assert _region(report, "inner") == 1 and _region(report, "outer") == 1
     assert _region(report, "inner", "wall_time") >= 0.3
     assert report.meta["passes"][0]["error"] == "os._exit(5)"
+
+
+def test_a_stop_while_the_report_is_written_keeps_it_whole_and_says_so(tmp_path):
+    """SIGTERM after every pass ended, as the report is written (report.parquet there,
+    the rest still coming): the report is written whole, and the run ends as stopped
+    (143, stopped_by), not as a complete run with exit code 0."""
+    run_dir = tmp_path / "run"
+    with Running("run", TARGETS / "recursive.py", "-b", "wallclock", "-b", "cprofile",
+                 "-o", run_dir, "--", "2") as running:
+        deadline = time.monotonic() + 120
+        written = []
+        while not written and time.monotonic() < deadline and running.process.poll() is None:
+            written = list(tmp_path.glob(".run.partial-*/report.parquet"))
+            time.sleep(0.002)
+        assert written, running.stderr
+        placed = run_dir.exists()
+        os.kill(running.process.pid, signal.SIGTERM)
+        code = running.finish()
+    if placed:  # the report was placed before the signal was sent: a very fast write
+        pytest.skip("the report was placed before the signal was sent")
+    report = pa.load(run_dir)
+    assert code == 143, running.stderr
+    assert report.meta["status"] == "interrupted" and report.exit_code == 143
+    assert report.meta["stopped_by"] == "SIGTERM"
+    assert [p["status"] for p in report.meta["passes"]] == ["ok", "ok"]  # every pass whole
+    said = "profile-all got SIGTERM as it wrote the report, after every pass had ended"
+    assert any(d.startswith(said) for d in report.meta["doubts"])
+    assert said in (run_dir / "summary.md").read_text()
+    assert "interrupted" in (run_dir / "report.html").read_text()

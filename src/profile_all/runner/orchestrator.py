@@ -79,7 +79,21 @@ def _run(setup: Setup, out: Path | None, stops: process.StopRequests) -> Report:
     report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
+    if stops.signum is not None and not report.meta.get("stopped_by"):
+        _stopped_while_writing(report, ran, stops.signum)  # said, and written again
+        save(report, report.run_dir)
     return report
+
+
+def _stopped_while_writing(report: Report, ran: Ran, signum: int) -> None:
+    """A stop signal that came while the report was written: every pass had ended, so its
+    figures are whole, but the run ends as stopped (128 + N) and says so."""
+    status, exit_code = outcome.run_ending(ran.summaries, ran.status, signum)
+    name = signal.Signals(signum).name
+    report.meta.update(status=status, exit_code=exit_code, stopped_by=name)
+    report.meta["doubts"] = [*report.meta.get("doubts", []),
+                             f"profile-all got {name} as it wrote the report, after every "
+                             "pass had ended: the figures are whole"]
 
 
 def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
