@@ -32,7 +32,7 @@ def test_a_second_run_into_a_folder_being_written_is_refused_at_once(tmp_path):
             f"profile-all: error: another profile-all is writing {out} now (it holds {lock}): "
             "give this run another -o"]
     finally:
-        stdout, stderr = first.communicate(timeout=240)
+        _stdout, stderr = first.communicate(timeout=240)
     assert first.returncode == 0, stderr
     assert pa.load(out).meta["status"] == "complete"
     # nothing left behind: no partial folder, no lock

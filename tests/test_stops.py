@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -156,3 +158,33 @@ def test_a_stop_while_the_report_is_written_keeps_it_whole_and_says_so(tmp_path)
     assert any(d.startswith(said) for d in report.meta["doubts"])
     assert said in (run_dir / "summary.md").read_text()
     assert "interrupted" in (run_dir / "report.html").read_text()
+
+
+def test_ctrl_c_while_the_command_imports_itself_is_one_line():
+    """The command's own imports (Typer, Rich, pandas: half a second) interrupted: one
+    line, exit code 130 (a timer raises the KeyboardInterrupt 2 ms into them)."""
+    script = ("import signal, profile_all.entry as entry\n"
+              "def interrupt(*_):\n    raise KeyboardInterrupt\n"
+              "signal.signal(signal.SIGALRM, interrupt)\n"
+              "signal.setitimer(signal.ITIMER_REAL, 0.002)\n"
+              "entry.main()\n")
+    done = subprocess.run([sys.executable, "-c", script, "run", "x.py"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["profile-all: interrupted (Ctrl-C)"]
+
+
+@pytest.mark.parametrize("delay", [0.6, 1.0, 1.5])
+def test_ctrl_c_at_any_moment_of_the_start_is_no_traceback(tmp_path, delay):
+    """A Ctrl-C while profile-all starts its fork server, checks the target, or starts a
+    pass: exit code 130, no traceback of profile-all's, nothing left running. (Once the
+    target runs, its own KeyboardInterrupt traceback is shown, as python shows it.)"""
+    run_dir = tmp_path / "run"
+    with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
+        time.sleep(delay)
+        os.killpg(running.process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        assert running.finish() == 130, running.stderr
+    ours = [line for line in running.stderr.splitlines()
+            if line.strip().startswith("File ") and "profile_all" in line]
+    assert ours == [], running.stderr
+    assert processes_with(str(run_dir)) == []

@@ -1,3 +1,3 @@
-from profile_all.cli import main
+from profile_all.entry import main
 
 main()

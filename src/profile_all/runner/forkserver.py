@@ -106,16 +106,19 @@ def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> 
 
 
 def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
-    """In the forked child: become the pass's worker, as a fresh one would start."""
-    _become(request, fds, channel)
-    sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
+    """In the forked child: become the pass's worker, as a fresh one would start (a Ctrl-C
+    before it is one: an interrupted pass, exit 130, no traceback)."""
     code = 1
     try:
+        _become(request, fds, channel)
+        sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
         from profile_all.runner import worker
 
         code = worker.main(sys.argv)
     except SystemExit as error:
         code = error.code if isinstance(error.code, int) else 1
+    except KeyboardInterrupt:
+        code = 130
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
@@ -257,11 +260,10 @@ class ForkServer:
 
 def _stdin() -> int:
     """Our stdin's descriptor for the pass (as Popen passes it on), else /dev/null's."""
-    try:
+    with contextlib.suppress(OSError):
         os.fstat(0)
         return 0
-    except OSError:
-        return os.open(os.devnull, os.O_RDONLY)
+    return os.open(os.devnull, os.O_RDONLY)
 
 
 class ForkedPass:
@@ -269,11 +271,9 @@ class ForkedPass:
     It is the server's child, not ours: its end comes as a message from the server."""
 
     def __init__(self, pid: int, lines: _Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
-        self.pid, self.stdout, self.stderr = pid, stdout, stderr
-        self._lines = lines
+        self.pid, self.stdout, self.stderr, self._lines = pid, stdout, stderr, lines
         self.returncode: int | None = None
-        #: the worker's peak resident memory in bytes, once it ended (None: not known)
-        self.max_rss: int | None = None
+        self.max_rss: int | None = None  # its peak RSS in bytes, once it ended
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:

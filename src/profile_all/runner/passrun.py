@@ -85,15 +85,23 @@ def run_target(target: Any, *, own_process: bool, mode: str,
         status = "ok" if code == 0 else "failed"
     except KeyboardInterrupt as error:
         _print_target_traceback(error)
-        status, code, message = "interrupted", 130, "interrupted (Ctrl-C)"
+        return stopped(error, started)
     except Terminated as error:
-        name = signal.Signals(error.signum).name
-        status, code, message = "terminated", 128 + error.signum, f"terminated by {name}"
+        return stopped(error, started)
     except BaseException as error:  # the target's own exception, reported as python would
         _print_target_traceback(error)
         status, code = "raised", 1
         message = one_line(error)
     return Outcome(status, code, message, perf_counter() - started)
+
+
+def stopped(error: KeyboardInterrupt | Terminated, started: float) -> Outcome:
+    """The outcome of a pass stopped by Ctrl-C or a stop signal (`started`: its clock)."""
+    if isinstance(error, KeyboardInterrupt):
+        return Outcome("interrupted", 130, "interrupted (Ctrl-C)", perf_counter() - started)
+    name = signal.Signals(error.signum).name
+    return Outcome("terminated", 128 + error.signum, f"terminated by {name}",
+                   perf_counter() - started)
 
 
 def _runtime_environment() -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 from profile_all.fileio import write_atomic
-from profile_all.runner.passrun import Outcome, PassRun, Terminated
+from profile_all.runner.passrun import Outcome, PassRun, Terminated, stopped
 from profile_all.runner.spec import PassResult, PassSpec
 
 #: the worker's own pid, set as it starts (a worker forked from the fork server imported
@@ -142,8 +142,12 @@ def main(argv: list[str]) -> int:
     _watch_for_stuck_stop(pass_run, result_path)
     if spec.parent_pid:
         _watch_parent(spec.parent_pid)
-    pass_run.start()
-    outcome = pass_run.run_target()
+    try:
+        pass_run.start()
+    except (KeyboardInterrupt, Terminated) as error:  # stopped before its target started
+        outcome = stopped(error, pass_run.target_started)
+    else:
+        outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish
         signal.signal(signum, signal.SIG_IGN)
     result = pass_run.finish(outcome)
