@@ -188,3 +188,21 @@ def test_ctrl_c_at_any_moment_of_the_start_is_no_traceback(tmp_path, delay):
             if line.strip().startswith("File ") and "profile_all" in line]
     assert ours == [], running.stderr
     assert processes_with(str(run_dir)) == []
+
+
+def test_a_child_in_a_session_of_its_own_is_named_and_ended(tmp_path):
+    """Not in the pass's process group, so the group's cleanup missed it, and it outlived
+    the run: the worker is its subreaper, and ends and names it as the pass ends."""
+    run_dir = tmp_path / "run"
+    pids = tmp_path / "pid"
+    done = profile_all("run", TARGETS / "escapes.py", "-b", "wallclock", "-o", run_dir,
+                       "--", pids)
+    assert done.returncode == 0, done.stderr
+    pid = int(pids.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    left = pa.load(run_dir).meta["passes"][0]["left_running"]
+    assert len(left) == 1 and left[0].startswith(f"pid {pid} (")
+    assert left[0].endswith("in a session of its own")
+    assert "the target left 1 process(es) running, ended at the end of the pass" in \
+        (run_dir / "summary.md").read_text()
+    assert processes_with("# escaped") == []

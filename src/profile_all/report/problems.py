@@ -40,8 +40,8 @@ def problems(report: Report) -> list[str]:
                     for r in summary["ranks"]))
         if summary.get("left_running"):
             lines.append(f"pass {summary['pass']}: the target left "
-                         f"{len(summary['left_running'])} process(es) running in its group, "
-                         f"ended at the end of the pass: {'; '.join(summary['left_running'])}")
+                         f"{len(summary['left_running'])} process(es) running, ended at the "
+                         f"end of the pass: {'; '.join(summary['left_running'])}")
         lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
                   f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
                   else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"

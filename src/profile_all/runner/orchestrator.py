@@ -196,8 +196,9 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             ended = pass_process.Ended("exited", [result], [])
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
                                        perf_counter() - started, setup.launch.distributed)
-        if ended.left_running:
-            summary["left_running"] = ended.left_running
+        left = ended.left_running + [one for r in ended.results for one in r.left_running]
+        if left:
+            summary["left_running"] = left
         ran.results += ended.results
         ran.summaries.append(summary)
         ran.step_times[run_pass.index] = outcome.step_times(ended.results)

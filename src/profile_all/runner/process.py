@@ -10,6 +10,10 @@ cleanly however the pass or profile-all itself is asked to end.
 - A target may leave processes behind in its group (a server started in the background
   that holds its stdout): once the worker has ended they are ended too, and named, so
   that the pass neither waits on their pipe nor leaves them running.
+- A target's child started in a session of its own (`start_new_session=True`, a daemon's
+  double fork) is in no group of ours: the worker makes itself their subreaper
+  (`adopt_orphans`: orphans come to it, not to init), and as it finishes, ends and names
+  every descendant outside its group that still runs (`end_escaped`).
 """
 
 from __future__ import annotations
@@ -138,6 +142,47 @@ def stop(process: subprocess.Popen, signum: int, stops: StopRequests) -> None:
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
+
+
+#: prctl's PR_SET_CHILD_SUBREAPER (Linux)
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants: one whose parent ends comes to
+    it (Linux; elsewhere nothing happens, and such a descendant is not seen)."""
+    import ctypes
+    import ctypes.util
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(
+            _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_escaped() -> list[str]:
+    """End (SIGTERM, then SIGKILL) this process's descendants that run outside its process
+    group, as end_leftovers ends those in it; a description of each."""
+    group = os.getpgrp()
+    escaped = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(child.pid) != group and not _ended(child):
+                escaped.append(child)
+    described = []
+    for child in escaped:
+        with contextlib.suppress(psutil.Error):
+            described.append(f"pid {child.pid} ({' '.join(child.cmdline())[:80]}), in a "
+                             "session of its own")
+            child.terminate()
+    alive = _wait_ended(escaped, LEFTOVER_GRACE_SECONDS)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    _wait_ended(alive, LEFTOVER_GRACE_SECONDS)
+    for child in escaped:  # ours now (adopt_orphans): reaped, not left as zombies
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(child.pid, os.WNOHANG)
+    return described
 
 
 def _left_in_group(group: int) -> list[psutil.Process]:

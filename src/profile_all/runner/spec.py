@@ -89,6 +89,8 @@ class PassResult:
     compilation: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: the profilers the target ran itself (target_profilers.Use.to_dict each)
     target_profilers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the target's processes left running outside its group, ended (process.end_escaped)
+    left_running: list[str] = dataclasses.field(default_factory=list)
     #: the step the pass ended its target at (its window), None when it ran whole
     window: int | None = None
     #: rows.TIMELINE_COLUMNS each

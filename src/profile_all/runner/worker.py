@@ -23,6 +23,7 @@ by their pid and left to behave as they would without profile-all.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -35,6 +36,7 @@ from typing import Any
 import psutil
 
 from profile_all.fileio import write_atomic
+from profile_all.runner import process
 from profile_all.runner.passrun import Outcome, PassRun, Terminated, stopped
 from profile_all.runner.spec import PassResult, PassSpec
 
@@ -139,6 +141,7 @@ def main(argv: list[str]) -> int:
         _real_os_exit(code)
 
     os._exit = exit_now
+    process.adopt_orphans()  # a child in a session of its own comes to us, not to init
     _watch_for_stuck_stop(pass_run, result_path)
     if spec.parent_pid:
         _watch_parent(spec.parent_pid)
@@ -150,7 +153,8 @@ def main(argv: list[str]) -> int:
         outcome = pass_run.run_target()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish
         signal.signal(signum, signal.SIG_IGN)
-    result = pass_run.finish(outcome)
+    result = dataclasses.replace(pass_run.finish(outcome),
+                                 left_running=process.end_escaped())
     os._exit = _real_os_exit
     _write_result(result_path, result)
     return outcome.exit_code
