@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import importlib
 import json
 import os
@@ -29,14 +30,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from profile_all.errors import UsageError
+from profile_all.runner import server_start
+from profile_all.runner.server_messages import MESSAGE_BYTES, Lines, send
 
-#: bytes enough for one message (a JSON line)
-MESSAGE_BYTES = 1 << 16
 _PR_SET_PDEATHSIG = 1
 
 
@@ -49,40 +49,6 @@ def _die_with_parent() -> None:
     profile-all's pid, and the server ends when its socket closes."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _send(channel: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
-    payload = json.dumps(message).encode() + b"\n"
-    if fds:
-        socket.send_fds(channel, [payload], fds)
-    else:
-        channel.sendall(payload)
-
-
-class _Lines:
-    """JSON messages, a line each, read from a stream socket (which may hand over half a
-    line, or two, at a time)."""
-
-    def __init__(self, channel: socket.socket) -> None:
-        self.channel = channel
-        self._buffer = b""
-
-    def read(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next message; None when the other side closed; TimeoutError after
-        `timeout` seconds without a whole one."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.channel.settimeout(left)
-            try:
-                chunk = self.channel.recv(MESSAGE_BYTES)
-            finally:
-                self.channel.settimeout(None)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line.decode())
 
 
 def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
@@ -156,9 +122,11 @@ def _check_child(request: dict[str, Any], fds: list[int], channel: socket.socket
 def serve(channel: socket.socket, modules: list[str]) -> None:
     """Import, say ready, then fork a worker per request until the socket closes."""
     _die_with_parent()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # server_start asks, if slow
     for module in modules:
+        send(channel, {"importing": module})
         importlib.import_module(module)
-    _send(channel, {"ready": os.getpid()})
+    send(channel, {"ready": os.getpid()})
     while True:
         payload, fds, _flags, _address = socket.recv_fds(channel, MESSAGE_BYTES, 3)
         if not payload:
@@ -171,9 +139,9 @@ def serve(channel: socket.socket, modules: list[str]) -> None:
             (_check_child if "check" in request else _run_child)(request, fds, channel)
         for fd in fds:
             os.close(fd)
-        _send(channel, {"pid": pid})
+        send(channel, {"pid": pid})
         _pid, status, usage = os.wait4(pid, 0)
-        _send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status),
+        send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status),
                         "max_rss": usage.ru_maxrss * 1024})  # Linux gives KiB
 
 
@@ -182,7 +150,7 @@ class ForkServer:
 
     def __init__(self, modules: list[str], env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.channel, self.lines = ours, _Lines(ours)
+        self.channel, self.lines = ours, Lines(ours)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "profile_all.runner.forkserver", str(theirs.fileno()), *modules],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
@@ -192,9 +160,7 @@ class ForkServer:
 
     def wait_ready(self) -> None:
         if not self._ready:
-            message = self.lines.read()
-            if message is None or "ready" not in message:
-                raise OSError(f"the fork server did not start (exit {self.process.poll()})")
+            server_start.wait_ready(self.lines.read, self.process)
             self._ready = True
 
     def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
@@ -206,7 +172,7 @@ class ForkServer:
         launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
         stdin = _stdin()
         try:
-            _send(self.channel, {"check": target_spec, "launch": str(launch),
+            send(self.channel, {"check": target_spec, "launch": str(launch),
                                  "result": str(result)}, [stdin, 1, 2])
         finally:
             if stdin != 0:
@@ -235,7 +201,7 @@ class ForkServer:
         err_read, err_write = os.pipe()
         stdin = _stdin()
         try:
-            _send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
+            send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
                   [stdin, out_write, err_write])
         finally:
             for fd in (out_write, err_write):
@@ -270,7 +236,7 @@ class ForkedPass:
     """A forked worker seen as a `subprocess.Popen`: pid, stdout, stderr, wait, returncode.
     It is the server's child, not ours: its end comes as a message from the server."""
 
-    def __init__(self, pid: int, lines: _Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
+    def __init__(self, pid: int, lines: Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
         self.pid, self.stdout, self.stderr, self._lines = pid, stdout, stderr, lines
         self.returncode: int | None = None
         self.max_rss: int | None = None  # its peak RSS in bytes, once it ended
