@@ -35,7 +35,9 @@ def test_iterations_that_fault_are_timed_again_with_the_heap_held(tmp_path):
     report, latency, held = _benchmark(tmp_path, TRIMMING)
     assert report.meta["process_start"] == "fork, timing passes: fresh interpreter"
     assert latency[("page_faults", "mean")] > FAULTING
-    assert held["page_faults"] <= FAULTING
+    # a few faults an iteration may remain (the allocator's own growth, a loaded machine's
+    # reclaim): a small share of the trimming's
+    assert held["page_faults"] < latency[("page_faults", "mean")] / 10
     kept = latency[("latency_memory_kept", "median")]
     assert kept == held["median"]
     findings = report.findings()

@@ -126,7 +126,9 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
                width: int | None = None) -> Table:
     """Figures never wrap or shrink: columns that do not fit `width` (the console's) are
     left out and named in the caption; the name column is cut in the middle."""
-    frame, dropped = _fitted(frame.rename(columns=lambda c: visible(str(c))).map(
+    # (a header's own line break stays one: `total\nwallclock` is two lines)
+    frame, dropped = _fitted(frame.rename(columns=lambda c: "\n".join(
+        visible(part) for part in str(c).split("\n"))).map(
         lambda value: visible(value) if isinstance(value, str) else value), width)
     notes = [f"{left_out:,} more rows not shown (--top N to see more)"] if left_out else []
     if dropped:
