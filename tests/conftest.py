@@ -123,9 +123,11 @@ def own_trace(tmp_path_factory) -> Path:
 class Running:
     """`profile-all ARGS` started in a session of its own, its stdout read by a thread, so
     that waiting for a line has a deadline; on leaving, whatever is left of it is killed.
-    `sigint_ignored`: started as a shell starts a background job (SIGINT ignored)."""
+    `sigint_ignored`: started as a shell starts a background job (SIGINT ignored); `env`:
+    what to add to its environment."""
 
-    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
+    def __init__(self, *args: str, sigint_ignored: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         import queue
         import signal
         import threading
@@ -135,7 +137,7 @@ class Running:
             [sys.executable, "-m", "profile_all", *map(str, args)], stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
-            env={**os.environ, "COLUMNS": "200"})
+            env={**os.environ, "COLUMNS": "200", **(env or {})})
         self.lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: list[str] = []
 

@@ -39,8 +39,9 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
     assert error in (run_dir / "summary.md").read_text()
     first_found = report.findings().iloc[0]  # the answer first: it failed, before hot spots
     assert first_found["rule"] == "failure"
-    assert first_found["finding"].startswith(f"the script stopped with exit code {exit_code} "
-                                             "in every pass: ")
+    said = "the run was stopped in pass 1: " if status == "interrupted" else \
+        f"the script stopped with exit code {exit_code} in every pass: "
+    assert first_found["finding"].startswith(said)
     assert error in first_found["finding"]
     return report
 

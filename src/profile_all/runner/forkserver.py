@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import functools
 import importlib
 import json
 import os
@@ -30,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -51,11 +53,14 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
-    """In the forked child: take the request's descriptors as 0, 1 and 2, its folder and
-    environment, fresh random seeds, as a fresh interpreter would have them."""
+def _become(request: dict[str, Any], fds: list[int], channel: socket.socket,
+            grouped: int) -> None:
+    """In the forked child: a session of its own (then `grouped` closed, which the server
+    waits for), the request's descriptors as 0, 1 and 2, its folder and environment, fresh
+    random seeds, as a fresh interpreter would have them."""
     channel.close()
     os.setsid()
+    os.close(grouped)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -71,12 +76,13 @@ def _become(request: dict[str, Any], fds: list[int], channel: socket.socket) -> 
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket,
+               grouped: int) -> None:
     """In the forked child: become the pass's worker, as a fresh one would start (a Ctrl-C
     before it is one: an interrupted pass, exit 130, no traceback)."""
     code = 1
     try:
-        _become(request, fds, channel)
+        _become(request, fds, channel, grouped)
         sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
         from profile_all.runner import worker
 
@@ -92,11 +98,12 @@ def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket) 
         os._exit(code)
 
 
-def _check_child(request: dict[str, Any], fds: list[int], channel: socket.socket) -> None:
+def _check_child(request: dict[str, Any], fds: list[int], channel: socket.socket,
+                 grouped: int) -> None:
     """In the forked child: check the target (a model is built and run once) and write
     what was wrong, if anything, to the request's result file: profile-all, which never
     imports torch itself, raises it."""
-    _become(request, fds, channel)
+    _become(request, fds, channel, grouped)
     said: dict[str, Any] = {}
     try:
         from profile_all.errors import UsageError
@@ -134,15 +141,30 @@ def serve(channel: socket.socket, modules: list[str]) -> None:
         request = json.loads(payload.decode())
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            (_check_child if "check" in request else _run_child)(request, fds, channel)
+        become = _check_child if "check" in request else _run_child
+        pid = _fork_grouped(functools.partial(become, request, fds, channel))
         for fd in fds:
             os.close(fd)
         send(channel, {"pid": pid})
         _pid, status, usage = os.wait4(pid, 0)
         send(channel, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status),
                         "max_rss": usage.ru_maxrss * 1024})  # Linux gives KiB
+
+
+def _fork_grouped(child: Callable[[int], None]) -> int:
+    """Fork a child that runs `child` and return its pid once it leads a process group of
+    its own: profile-all stops a pass by signalling its group, and a signal sent to a group
+    that did not exist yet was lost (the pass then ran to its 10 s grace and was killed).
+    The child closes the descriptor it is given once it has called setsid."""
+    wait_end, grouped = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(wait_end)
+        child(grouped)
+    os.close(grouped)
+    os.read(wait_end, 1)  # b"" once the child closed it (or ended)
+    os.close(wait_end)
+    return pid
 
 
 class ForkServer:

@@ -30,6 +30,8 @@ def rank_outcome(result: PassResult, ended: str, timeout: float | None) -> dict[
         signum = signal.Signals[ended] if ended.startswith("SIG") else signal.SIGINT
         error = "interrupted (Ctrl-C)" if signum == signal.SIGINT else \
             f"interrupted: profile-all got {signum.name}"
+        if not outcome.get("started", True):
+            error += " before the pass's process started: nothing measured"
         outcome.update(status="interrupted", exit_code=128 + signum, error=error)
     return outcome
 
@@ -72,7 +74,8 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
                                   for use in r.target_profilers}.values()),
         "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
-                 f"artifacts/pass{run_pass.index}.stderr.log"]}
+                 f"artifacts/pass{run_pass.index}.stderr.log"]
+        if outcome.get("started", True) else []}
     if distributed:
         summary["failed_rank"] = cause.rank if outcome["status"] != "ok" else None
         summary["ranks"] = [{"rank": r.rank, **o, "recovered": r.recovered}

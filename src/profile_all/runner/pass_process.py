@@ -42,7 +42,9 @@ def wrappers(pass_spec: PassSpec) -> list[Any]:
 
 
 def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
-           server: forkserver.ForkServer | None) -> Any:
+           server: forkserver.ForkServer | None, stops: process.StopRequests) -> Any:
+    """The pass's process; `process.Stopped` when a stop signal comes while the fork server
+    is still importing (seconds on a loaded machine), which it then does not wait for."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     worker = ["-m", "profile_all.runner.worker", str(spec_path)]
     argv = launch.argv(pass_spec.number, worker) if launch.distributed \
@@ -51,6 +53,8 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
     for wrapper in wrapping:
         argv = wrapper.wrap(argv, pass_spec.context())
     if server is not None and not launch.distributed and not wrapping:
+        with stops.waiting():
+            server.wait_ready()
         return server.start(spec_path, env)
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env=env)
@@ -65,7 +69,11 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
     number = pass_spec.number
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(pass_spec.to_json())
-    pass_process = _start(pass_spec, spec_path, launch, server)
+    try:
+        pass_process = _start(pass_spec, spec_path, launch, server, stops)
+    except process.Stopped as stopped:
+        return Ended(signal.Signals(stopped.signum).name,
+                     [spec.not_started(pass_spec, stopped.signum)], [])
     tees = [process.Tee(pass_process.stdout, "stdout",
                         run_dir.artifacts / f"pass{number}.stdout.log", echo),
             process.Tee(pass_process.stderr, "stderr",

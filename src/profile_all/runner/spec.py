@@ -115,6 +115,16 @@ class PassResult:
                                    backend_failures=self.backend_failures + failures)
 
 
+def not_started(spec: PassSpec, signum: int) -> PassResult:
+    """The result of a pass stopped before its process started (while the fork server was
+    still importing): nothing measured."""
+    return PassResult(spec.number, spec.rank, spec.backends,
+                      {"status": "interrupted", "exit_code": 128 + signum,
+                       "error": f"stopped by {signal.Signals(signum).name} before its process "
+                                "started", "target_wall_time": None, "started": False},
+                      [], [], world_size=spec.world_size)
+
+
 def _out_of_memory(max_rss: int) -> str:
     import psutil
 

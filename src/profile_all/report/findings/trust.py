@@ -32,6 +32,11 @@ def ended_badly(report: Report) -> list[Finding]:
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
     logs = f"; its stderr is in {first['logs'][-1]}" if first.get("logs") else ""
     evidence = f"pass {first['pass']}: {first['status']}{after}{logs}"
+    if first["status"] == "interrupted":  # profile-all was stopped, not the script
+        return [Finding("failure", f"the run was stopped in pass {first['pass']}: "
+                        f"{first['error']}", weight=math.inf, evidence=evidence,
+                        suggestion="the figures cover the script up to the stop; passes "
+                                   "after it did not run: run again to measure it whole")]
     return [Finding(
         "failure", f"the script stopped with exit code {first['exit_code']} in {where}: "
         f"{first['error']}", weight=math.inf, evidence=evidence,  # before any other
