@@ -9,6 +9,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all.report import format as fmt
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +157,28 @@ def test_runs_of_different_scripts_are_said_first_and_not_gated(runs, tmp_path):
     assert gated.stderr.strip().splitlines() == [
         f"profile-all: error: --fail-above gates a change of one program, and these runs "
         f"profiled different targets ({TARGETS / 'speed.py'} against {other})"]
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_the_terminal_table_shows_the_numbers(runs, columns):
+    """The default table, piped: A, B, the change and the verdict of each region read back
+    from the text are the comparison's own (they were once drawn zero wide)."""
+    done = profile_all("compare", runs["base"], runs["slower"], env={"COLUMNS": columns})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line.rstrip()) <= int(columns) for line in lines)
+    table = pa.load(runs["base"]).compare(pa.load(runs["slower"]))
+    cells = {}
+    for line in lines:
+        parts = [part.strip() for part in line.split("│")]
+        if len(parts) > 5:
+            cells[parts[1]] = parts[2:6]
+    for name in ("work", "steady"):
+        row = table[(table["kind"] == "region") & (table["name"] == name)].iloc[0]
+        a, b, change, verdict = cells[name]
+        assert a == fmt.seconds(row["a"]) and b == fmt.seconds(row["b"])
+        assert change == fmt.change(row["change"])
+        assert row["verdict"].startswith(verdict.rstrip("…").strip())
+    assert ("A: " + str(runs["base"])) in lines and ("B: " + str(runs["slower"])) in lines
+    if columns == "80":
+        assert "left out to fit 80 columns: " in done.stdout

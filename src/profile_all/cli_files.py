@@ -113,7 +113,7 @@ def compare(
     table = pa.compare(run_a, run_b, fail_above=fail_above)
     for note in table.attrs.get("notes", []):  # first: what makes the runs unlike
         print(f"profile-all: note: {visible(note)}", file=sys.stderr)
-    render_compare(table, format.value, sys.stdout, f"A: {run_a}\nB: {run_b}")
+    render_compare(table, format.value, sys.stdout, [f"A: {run_a}", f"B: {run_b}"])
     slower = table.attrs.get("slower")
     if slower is not None and not slower.empty:
         names = ", ".join(f"{name} ({change:+.1%})" for name, change

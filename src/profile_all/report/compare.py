@@ -168,7 +168,8 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
             seed: int = 0) -> pd.DataFrame:
     """A row per compared measure of runs `a` and `b` (Reports), COLUMNS; `change` is
     b / a - 1. UsageError when the runs have no region, step or model in common.
-    `attrs["notes"]`: what makes the two runs unlike, a sentence each."""
+    `attrs["notes"]`: what makes the two runs unlike, a sentence each; `attrs["cwd"]`: the
+    second run's folder."""
     timed = _timed(a, b, confidence, resamples, seed)
     if all(row["verdict"].startswith("only in") for row in timed):
         names_a = sorted(set(a.samples["name"])) or ["none"]
@@ -182,6 +183,7 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     rows += _counts(a, b)
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     table.attrs["notes"] = _unlike(a, b)
+    table.attrs["cwd"] = str(b.meta.get("cwd") or "")  # functions' files are shown from it
     return table
 
 

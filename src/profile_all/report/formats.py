@@ -46,15 +46,17 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
 
 
-def render_compare(table: pd.DataFrame, format: str, stream: TextIO, caption: str = "") -> None:
-    """`Report.compare`'s table as a terminal table (with `caption` under it), markdown,
-    CSV or JSON (every column)."""
+def render_compare(table: pd.DataFrame, format: str, stream: TextIO,
+                   caption: list[str] = ()) -> None:
+    """`Report.compare`'s table as a terminal table that fits the console (with the lines
+    of `caption` under it), markdown, CSV or JSON (every column)."""
     if format == "table":
         console = Console(file=stream)
         console.print(terminal.rich_table("Change from A to B (b / a - 1)",
-                                          tables.compare_table(table)))
-        if caption:
-            console.print(Text(visible(caption)))
+                                          tables.compare_table(table), width=console.width,
+                                          elsewhere="-f md or a wider terminal has them"))
+        for line in caption:
+            console.print(Text(visible(line)))
     elif format == "md":
         print(markdown.pipe_table(tables.compare_table(table)), file=stream)
     elif format == "csv":

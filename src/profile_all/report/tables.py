@@ -265,18 +265,21 @@ def _measure(metric: str, value: Any) -> str:
 
 
 def compare_table(table: pd.DataFrame) -> pd.DataFrame:
-    """`Report.compare`'s table for display: the change and its 95% interval in percent."""
+    """`Report.compare`'s table for display: the change and its 95% interval in percent.
+    What a narrow terminal keeps comes first: the name, A, B, the change and its verdict."""
     return pd.DataFrame({
-        "kind": table["kind"],
-        "name": region_paths(table["parent"], table["name"]),
-        "measure": table["backend"] + " " + table["metric"],
+        "name": [fmt.code_path(name, table.attrs.get("cwd", "")) if kind == "function"
+                 else name for kind, name in zip(
+                     table["kind"], region_paths(table["parent"], table["name"]), strict=True)],
         "A": [_measure(m, v) for m, v in zip(table["metric"], table["a"], strict=True)],
         "B": [_measure(m, v) for m, v in zip(table["metric"], table["b"], strict=True)],
         "change": table["change"].map(fmt.change),
+        "verdict": table["verdict"],
         "95% interval": [f"{fmt.change(low)} .. {fmt.change(high)}" if not pd.isna(low)
                          else "" for low, high in zip(table["ci_low"], table["ci_high"],
                                                       strict=True)],
-        "verdict": table["verdict"],
+        "kind": table["kind"],
+        "measure": table["backend"] + " " + table["metric"],
         "rests on": table["basis"].fillna(""),
     })
 

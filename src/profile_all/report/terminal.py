@@ -123,7 +123,9 @@ def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[
 
 
 def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
-               width: int | None = None) -> Table:
+               width: int | None = None,
+               elsewhere: str = "summary.md, report.html or a wider terminal have them"
+               ) -> Table:
     """Figures never wrap or shrink: columns that do not fit `width` (the console's) are
     left out and named in the caption; the name column is cut in the middle."""
     # (a header's own line break stays one: `total\nwallclock` is two lines)
@@ -132,8 +134,7 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
         lambda value: visible(value) if isinstance(value, str) else value), width)
     notes = [f"{left_out:,} more rows not shown (--top N to see more)"] if left_out else []
     if dropped:
-        notes.append(f"left out to fit {width} columns: {', '.join(dropped)} (summary.md, "
-                     "report.html or a wider terminal have them)")
+        notes.append(f"left out to fit {width} columns: {', '.join(dropped)} ({elsewhere})")
     table = Table(title=title, title_justify="left", caption="\n".join(notes) or None,
                   caption_justify="left")
     for column in frame.columns:
