@@ -201,14 +201,18 @@ def test_the_peak_measured_on_the_spot_against_a_matmul_timed_here():
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the other test worker shares the cores: one thread each
-    try:
-        peak, how = measured_peak(torch.device("cpu"), "float32", seconds=0.3)
-        first, second = torch.randn(1024, 1024), torch.randn(1024, 1024)
-        best = min(timeit.repeat(lambda: first @ second, number=1, repeat=10))
+    first, second = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    peaks, bests = [], []
+    try:  # interleaved rounds, the best of each side: a loaded machine slows either
+        for _ in range(3):
+            peak, how = measured_peak(torch.device("cpu"), "float32", seconds=0.2)
+            peaks.append(peak)
+            bests.append(min(timeit.repeat(lambda: first @ second, number=1, repeat=5)))
     finally:
         torch.set_num_threads(threads)
     assert how.startswith("a 1024x1024 float32 matmul, best of ")
-    assert 0.5 < peak / (2 * 1024**3 / best) < 2  # the same work, timed apart
+    # the same work, timed apart: a FLOP count off by 2 (MACs for FLOPs) falls outside
+    assert 0.55 < max(peaks) / (2 * 1024**3 / min(bests)) < 1.8, (peaks, bests)
 
 
 def test_doubts_losses_and_a_straggler():

@@ -28,6 +28,9 @@ def test_model_from_a_file_spec_in_subprocesses(tmp_path):
         2 * 16 * (784 * 256 + 256 * 10)
     assert "FLOP counters side by side" in result.stderr
     assert "achieved_flops" in result.stderr
+    # a model's passes have iterations, not steps: no column of zeros
+    passes = result.stderr[result.stderr.index("Passes"):result.stderr.index("Model latency")]
+    assert "steps" not in passes and "│ 0 " not in passes.replace("│ 0    │", "")
 
 
 def test_package_module_class_spec_and_train(tmp_path):

@@ -203,6 +203,6 @@ def test_a_child_in_a_session_of_its_own_is_named_and_ended(tmp_path):
     left = pa.load(run_dir).meta["passes"][0]["left_running"]
     assert len(left) == 1 and left[0].startswith(f"pid {pid} (")
     assert left[0].endswith("in a session of its own")
-    assert "the target left 1 process(es) running, ended at the end of the pass" in \
+    assert "the target left 1 process running, ended at the end of the pass" in \
         (run_dir / "summary.md").read_text()
     assert processes_with("# escaped") == []

@@ -20,10 +20,16 @@ def _scaled(value: Any, units: tuple[tuple[str, float], ...], smallest: str,
     `smallest` unit (`value / scale`, formatted with `digits`)."""
     if _missing(value):
         return ""
+    rounded = float(f"{value:.3g}")  # the unit of the shown value: 999.96 µs is 1 ms
     for unit, size_of_unit in units:
-        if abs(value) >= size_of_unit:
-            return f"{value / size_of_unit:.3g} {unit}"
-    return f"{value / scale:{digits}} {smallest}"
+        if abs(rounded) >= size_of_unit:
+            return _digits(value / size_of_unit, ".3g") + f" {unit}"
+    return _digits(value / scale, digits) + f" {smallest}"
+
+
+def _digits(value: float, digits: str) -> str:
+    """`value` formatted with `digits`, never in exponent form (`1,234` s, not `1.23e+03`)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:{digits}}"
 
 
 def seconds(value: Any) -> str:
@@ -32,6 +38,11 @@ def seconds(value: Any) -> str:
 
 def count(value: Any) -> str:
     return "" if _missing(value) else f"{int(value):,}"
+
+
+def counted(number: int, one: str, many: str = "") -> str:
+    """`1 more row`, `3 more rows`, `2 processes`: the number and its noun."""
+    return f"{number:,} {one if number == 1 else many or one + 's'}"
 
 
 def change(value: Any) -> str:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from profile_all.report import format as fmt
 from profile_all.report import sections
 from profile_all.report.problems import problems
 from profile_all.report.status import steps_line
@@ -46,7 +47,7 @@ def pipe_table(frame: pd.DataFrame, left_out: int = 0) -> str:
                                                                       strict=True)) + " |"
              for row in rows]
     lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
-    note = f"\n\n{left_out:,} more rows not shown." if left_out else ""
+    note = f"\n\n{fmt.counted(left_out, 'more row')} not shown." if left_out else ""
     return "\n".join(lines) + note
 
 

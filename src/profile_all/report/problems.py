@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from profile_all.report import format as fmt
 from profile_all.report.counters import Counting
 from profile_all.rows import UNATTRIBUTED
 
@@ -39,9 +40,9 @@ def problems(report: Report) -> list[str]:
                     f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
                     for r in summary["ranks"]))
         if summary.get("left_running"):
-            lines.append(f"pass {summary['pass']}: the target left "
-                         f"{len(summary['left_running'])} process(es) running, ended at the "
-                         f"end of the pass: {'; '.join(summary['left_running'])}")
+            left = fmt.counted(len(summary["left_running"]), "process", "processes")
+            lines.append(f"pass {summary['pass']}: the target left {left} running, ended at "
+                         f"the end of the pass: {'; '.join(summary['left_running'])}")
         lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
                   f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
                   else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"

@@ -20,6 +20,8 @@ _TIME_METRICS = ("wall_time", "gpu_time", "cpu_time")
 _SHOWN_STATS = {"wall_time": ("total", "mean", "median", "std", "p90"),
                 "gpu_time": ("total", "mean", "median", "std", "p90"),
                 "cpu_time": ("total",)}
+#: what a time column's header says before its statistic (`CPU total`, `mean`)
+_TIME_LABELS = {"wall_time": "", "gpu_time": "GPU ", "cpu_time": "CPU "}
 #: memory columns of the summary: (metric, stat, label)
 _MEMORY = (("peak_rss", "max", "peak RSS"), ("rss_increase", "max", "RSS increase"),
            ("gpu_mem_peak", "max", "GPU mem peak"))
@@ -36,14 +38,16 @@ def summary_table(report: Report) -> pd.DataFrame:
     if calls:  # the first backend's that counted the row (ProfilerStep: the trace's)
         shown["calls"] = summary[calls].bfill(axis=1).iloc[:, 0].map(fmt.count)
     first_backend = measures[0][0] if measures else ""
+    timers = {backend for backend, metric, _stat in measures if metric in _TIME_METRICS}
     for column in measures:
         backend, metric, stat = column
         if metric not in _TIME_METRICS:
             continue
         full = backend == first_backend or metric == "cpu_time"
         if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
-            label = f"{stat}\n{backend}" if metric == "wall_time" else f"{metric} {stat}\n{backend}"
-            shown[label] = summary[column].map(fmt.seconds)
+            label = _TIME_LABELS[metric] + stat  # the backend only where two time rows
+            shown[label + (f"\n({backend})" if len(timers) > 1 else "")] = \
+                summary[column].map(fmt.seconds)
     for metric, stat, label in _MEMORY:
         found = [column for column in measures if column[1:] == (metric, stat)]
         if found:
@@ -77,17 +81,19 @@ def ranks_table(report: Report) -> pd.DataFrame:
 
 
 def passes_table(report: Report) -> pd.DataFrame:
-    """A windowed pass's steps say of how many: `25 of 60` (the timing pass ran 60)."""
+    """A windowed pass's steps say of how many: `25 of 60` (the timing pass ran 60); a
+    model's passes have iterations, not steps (the latency table counts them)."""
     passes = report.passes()
     timed = passes.loc[passes["window"].isna(), "steps"].dropna()
     whole = timed.max() if not timed.empty else float("nan")
+    model = report.meta.get("target", {}).get("kind") == "model"
     return pd.DataFrame({
         "pass": passes["pass"].astype(str),
         "backends": passes["backends"],
         "status": passes["status"],
-        "steps": [fmt.count(steps) + (f" of {fmt.count(whole)}" if window and not pd.isna(window)
-                                      and not pd.isna(whole) else "")
-                  for steps, window in zip(passes["steps"], passes["window"], strict=True)],
+        "steps": ["" if model else fmt.count(steps) + (
+            f" of {fmt.count(whole)}" if window and not pd.isna(window) and not pd.isna(whole)
+            else "") for steps, window in zip(passes["steps"], passes["window"], strict=True)],
         "target time": passes["target_wall_time"].map(fmt.seconds),
         "overhead": [fmt.overhead(*values) for values in zip(
             passes["overhead"], passes["overhead_low"], passes["overhead_high"],

@@ -132,7 +132,8 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
     frame, dropped = _fitted(frame.rename(columns=lambda c: "\n".join(
         visible(part) for part in str(c).split("\n"))).map(
         lambda value: visible(value) if isinstance(value, str) else value), width)
-    notes = [f"{left_out:,} more rows not shown (--top N to see more)"] if left_out else []
+    notes = [f"{fmt.counted(left_out, 'more row')} not shown (--top N to see more)"] \
+        if left_out else []
     if dropped:
         notes.append(f"left out to fit {width} columns: {', '.join(dropped)} ({elsewhere})")
     table = Table(title=title, title_justify="left", caption="\n".join(notes) or None,
@@ -160,16 +161,24 @@ def headline(report: Report, console: Console) -> None:
         bar = "█" * round(share * BAR) + "░" * (BAR - round(share * BAR)) \
             if not math.isnan(share) and 0 <= share <= 1 else ""
         head = f"{number}. {bar} {fmt.share(share)}  " if bar else f"{number}. "
-        console.print(Text(head + visible(one["finding"]),
-                           style="bold" if number == 1 else ""))
+        _indented(console, head + visible(one["finding"]), "bold" if number == 1 else "")
         if one["evidence"]:
-            console.print(Text(visible(f"   evidence: {one['evidence']}"), style="dim"))
+            _indented(console, visible(f"   evidence: {one['evidence']}"), "dim")
         if one["try"]:
-            console.print(Text(visible(f"   try: {one['try']}")))
+            _indented(console, visible(f"   try: {one['try']}"))
     more = len(found) - HEADLINE
     if more > 0:
-        console.print(Text(f"   {more} more finding(s) in summary.md and report.html",
+        console.print(Text(f"   {fmt.counted(more, 'more finding')} in summary.md and "
+                           "report.html",
                            style="dim"))
+
+
+def _indented(console: Console, text: str, style: str = "") -> None:
+    """`text` wrapped to the console's width between words, its lines after the first
+    indented under the finding's text (a word longer than a line is folded)."""
+    lines = textwrap.wrap(text, console.width, subsequent_indent=" " * 6,
+                          break_long_words=False, break_on_hyphens=False) or [""]
+    console.print(Text("\n".join(lines), style=style), overflow="fold")
 
 
 def render(report: Report, console: Console, top: int = TOP) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all.report import format as fmt
-from profile_all.report.findings.finding import Finding
+from profile_all.report.findings.finding import Finding, latency_doubt
 from profile_all.report.findings.peaks import datasheet_peak
 
 if TYPE_CHECKING:
@@ -154,7 +154,8 @@ def efficiency(report: Report) -> list[Finding]:
         "efficiency", f"achieved {fmt.by_unit(rate, 'FLOP/s')}: {fmt.share(share)} of the peak "
         f"({fmt.by_unit(peak, 'FLOP/s')})", weight=(1 - share) * 0.4 if share < LOW_UTILIZATION
         else 0.05, share=share, amount=rate, unit="FLOP/s",
-        evidence=f"FLOPs per iteration / median latency; peak: {source}",
+        evidence=f"FLOPs per iteration / median latency; peak: {source}"
+                 + latency_doubt(report),
         suggestion="larger batches, bfloat16 or TF32 (torch.set_float32_matmul_precision"
                    "('high')), torch.compile, fused kernels" if share < LOW_UTILIZATION
         else "")]

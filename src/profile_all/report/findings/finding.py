@@ -70,3 +70,13 @@ def base_time(report: Report, backend: str, longest: float = 0.0) -> tuple[float
     run = totals(report, backend, "run")
     run = run[run["name"] == "run"]
     return (float(run["value"].iloc[0]), "run time") if not run.empty else (math.nan, "")
+
+
+def latency_doubt(report: Report) -> str:
+    """What a figure resting on a model's median latency must say beside it when that
+    latency was unstable (its coefficient of variation over 10%): '' when it was not."""
+    model = report.meta.get("model", {})
+    if not model.get("unstable"):
+        return ""
+    return (f"; the latency it rests on is unstable (coefficient of variation "
+            f"{model['cv']:.0%}, over 10%): take it as rough")

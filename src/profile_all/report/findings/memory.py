@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from profile_all.report import format as fmt
-from profile_all.report.findings.finding import Finding
+from profile_all.report.findings.finding import Finding, latency_doubt
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -155,7 +155,8 @@ def allocator(report: Report) -> list[Finding]:
             "what was freed before), so yours may see either", weight=1 - kept / median,
             share=1 - kept / median, amount=median - kept, unit="s",
             evidence=f"pass {run_pass} {name}: {faults:,.0f} page faults an iteration; the "
-                     "same iterations timed again with the heap held, after the timing",
+                     "same iterations timed again with the heap held, after the timing"
+                     + latency_doubt(report),
             suggestion="MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_MMAP_THRESHOLD_=33554432 in "
                        "the environment (glibc keeps what the process frees), or jemalloc "
                        "or tcmalloc by LD_PRELOAD"))
