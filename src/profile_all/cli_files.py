@@ -21,7 +21,10 @@ ERR_CONSOLE = Console(stderr=True)
 
 def ingest(
     files: Annotated[list[Path], typer.Argument(
-        help="chrome traces (.json, .json.gz), pstats files (.prof), nsys sqlite exports")],
+        help="torch.profiler/Kineto chrome traces (.json, .json.gz) or a directory of them, "
+        "pstats files (.prof), Nsight Systems files: .nsys-rep (exported with nsys where it "
+        "is installed), sqlite exports, `nsys stats --format csv` reports (.csv, .csv.gz); "
+        "each file's kind is told by its content")],
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", metavar="DIR",
         help="the run directory [default: reports/<timestamp>-ingest]")] = None,
