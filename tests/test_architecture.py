@@ -59,9 +59,14 @@ def test_no_import_cycle():
 
 
 def test_no_function_above_complexity_15():
-    done = subprocess.run([str(BIN / "ruff"), "check", "--select", "C901", "src"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    """By radon's count, which counts each `and`/`or`, comprehension and conditional
+    expression (ruff's C901, also on in pyproject, counts fewer)."""
+    from radon.complexity import cc_visit
+
+    above = {f"{path.relative_to(PACKAGE)}:{block.lineno} {block.fullname}": block.complexity
+             for path in PACKAGE.rglob("*.py") for block in cc_visit(path.read_text())
+             if block.complexity > 15}
+    assert above == {}
 
 
 def test_no_module_above_300_lines():

@@ -192,23 +192,9 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
         raise validate.ArgumentTypeError(f"model must be an nn.Module or a SPEC string "
                                          f"('package.module:factory'), not "
                                          f"{type(model).__name__}")
-    if example_inputs is not None:
-        if isinstance(example_inputs, str | bytes) or not isinstance(example_inputs, Sequence) \
-                or not example_inputs or not all(hasattr(t, "shape") for t in example_inputs):
-            raise validate.ArgumentTypeError("example_inputs must be a non-empty list of "
-                                             "tensors")
-        shapes = [tuple(tensor.shape) for tensor in example_inputs]
-        dtype = dtype or str(example_inputs[0].dtype).removeprefix("torch.")
-    elif input_shapes is not None:
-        shapes = validate.shapes(input_shapes)
-    else:
-        raise validate.ArgumentTypeError("profile_model needs example_inputs or input_shapes")
+    shapes, dtype = validate.model_inputs(example_inputs, input_shapes, dtype)
     out = validate.path("out", out, optional=True)
-    if isinstance(batch_size, str) and batch_size != "auto":
-        raise validate.ArgumentValueError(f"batch_size (--batch-size) wants a positive "
-                                          f"integer or auto, got {batch_size!r}")
-    if batch_size is not None and batch_size != "auto":
-        shapes = [(validate.whole("batch_size", batch_size, 1), *shape[1:]) for shape in shapes]
+    shapes = validate.batched(shapes, batch_size)
     target = ModelTarget(
         spec=model if not live else f"<live>:{type(model).__name__}", input_shapes=shapes,
         dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,

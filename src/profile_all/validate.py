@@ -202,3 +202,29 @@ def percent(name: str, value: Any) -> float | None:
         raise ArgumentValueError(f"{name} must be a finite percentage of 0 or more, "
                                  f"got {value!r}")
     return float(value)
+
+
+def model_inputs(example_inputs: Any, input_shapes: Any, dtype: str | None
+                 ) -> tuple[list[tuple[int, ...]], str | None]:
+    """(the shapes, the dtype) of a model's inputs: those of `example_inputs` (tensors; the
+    dtype the first one's unless one is given), else `input_shapes`."""
+    if example_inputs is not None:
+        if isinstance(example_inputs, str | bytes) or not isinstance(example_inputs, Sequence) \
+                or not example_inputs or not all(hasattr(t, "shape") for t in example_inputs):
+            raise ArgumentTypeError("example_inputs must be a non-empty list of tensors")
+        return ([tuple(tensor.shape) for tensor in example_inputs],
+                dtype or str(example_inputs[0].dtype).removeprefix("torch."))
+    if input_shapes is not None:
+        return shapes(input_shapes), dtype
+    raise ArgumentTypeError("profile_model needs example_inputs or input_shapes")
+
+
+def batched(shapes: list[tuple[int, ...]], batch_size: Any) -> list[tuple[int, ...]]:
+    """`shapes` with `batch_size` (a number) as their first dimension; as they are for
+    None and "auto" (a search)."""
+    if isinstance(batch_size, str) and batch_size != "auto":
+        raise ArgumentValueError(f"batch_size (--batch-size) wants a positive integer or "
+                                 f"auto, got {batch_size!r}")
+    if batch_size is None or batch_size == "auto":
+        return shapes
+    return [(whole("batch_size", batch_size, 1), *shape[1:]) for shape in shapes]

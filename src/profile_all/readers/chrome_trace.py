@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from profile_all.readers import limits, trace_bytes
+from profile_all.readers.matmul_flops import matmul_flops
 
 CHUNK_BYTES = 4 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
@@ -105,26 +106,6 @@ def _parse_array(data: bytes, start: int, stop: int) -> list[dict]:
     return orjson.loads(b"[" + data[start:stop].rstrip().rstrip(b",") + b"]")
 
 
-MATMUL_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
-                   "aten::baddbmm": (1, 2)}
-
-
-def matmul_flops(name: str, dims: list) -> int:
-    """FLOPs of a matrix product from its input shapes, as torch's with_flops counts them
-    (2 x batch x M x K x N): traces of recent torch carry the shapes but not the count.
-    Other operators get 0 (not derived)."""
-    operands = MATMUL_OPERANDS.get(name)
-    if operands is None:
-        return 0
-    try:
-        first, second = dims[operands[0]], dims[operands[1]]
-        *batch, m, k = first
-        n = second[-1]
-        return 2 * (batch[0] if batch else 1) * m * k * n
-    except (ValueError, TypeError, IndexError):
-        return 0
-
-
 class _Collector:
     """Keeps the columns of the events the analyses use; drops everything else."""
 
@@ -149,10 +130,8 @@ class _Collector:
         for event in events:
             if type(event) is not dict:
                 continue
-            phase = event.get("ph")
-            if phase != "X":
-                if phase in ("s", "f") and event.get("cat") == FLOW_CATEGORY:
-                    self._flow(event)
+            if event.get("ph") != "X":
+                self._flow(event)
                 continue
             category = event.get("cat")
             if type(category) is not str:  # (an object: no category of ours)
@@ -167,29 +146,41 @@ class _Collector:
             if type(name) is not str:
                 columns.nameless += 1
                 continue
-            name = names.get(name) or self._name(name)
-            thread = f"{pid}:{tid}"
             args = event.get("args")
-            args = args if type(args) is dict else {}
-            if kind == "op" and not name.startswith(STEP_PREFIX):
-                dims = args.get("Input Dims") or args.get("Input dims")
-                flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
-                shapes = str(dims) if dims else None
-                if shapes is not None and len(shapes) > 4096:
-                    self._limits.field(self._path, len(shapes), f"{name!r}'s Input Dims")
-                columns.ops.append((name, thread, ts, dur, _external_id(args), flops, shapes))
-            elif kind in ("op", "annotation"):  # old traces write ProfilerStep#N as an op
-                columns.annotations.append((name, thread, ts, dur))
-            elif kind == "gpu_annotation":
-                columns.gpu_annotations.append((name, dur))
-            elif kind == "runtime":
-                columns.runtime.append((name, thread, ts, dur, _correlation(args),
-                                        _external_id(args)))
-            else:
-                columns.device.append((name, kind, thread, ts, dur, _correlation(args),
-                                       _number(args.get("bytes"))))
+            self._keep(kind, names.get(name) or self._name(name), f"{pid}:{tid}", ts, dur,
+                       args if type(args) is dict else {})
+
+    def _keep(self, kind: str, name: str, thread: str, ts: Any, dur: Any, args: dict) -> None:
+        """A complete event's columns, in the list of its kind."""
+        columns = self.columns
+        if kind == "op" and not name.startswith(STEP_PREFIX):
+            columns.ops.append(self._op(name, thread, ts, dur, args))
+        elif kind in ("op", "annotation"):  # old traces write ProfilerStep#N as an op
+            columns.annotations.append((name, thread, ts, dur))
+        elif kind == "gpu_annotation":
+            columns.gpu_annotations.append((name, dur))
+        elif kind == "runtime":
+            columns.runtime.append((name, thread, ts, dur, _correlation(args),
+                                    _external_id(args)))
+        else:
+            columns.device.append((name, kind, thread, ts, dur, _correlation(args),
+                                   _number(args.get("bytes"))))
+
+    def _op(self, name: str, thread: str, ts: Any, dur: Any, args: dict) -> tuple:
+        """An operator's columns: its FLOPs as the trace says, else derived from its input
+        shapes (matmuls), and its shapes as text (checked against the field limit)."""
+        dims = args.get("Input Dims") or args.get("Input dims")
+        flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
+        shapes = str(dims) if dims else None
+        if shapes is not None and len(shapes) > 4096:
+            self._limits.field(self._path, len(shapes), f"{name!r}'s Input Dims")
+        return name, thread, ts, dur, _external_id(args), flops, shapes
 
     def _flow(self, event: dict) -> None:
+        """A flow event's end (ac2g: a launch's start, its kernel's finish) by its thread
+        and time; other phases (counters, metadata, instants) are not kept."""
+        if event.get("ph") not in ("s", "f") or event.get("cat") != FLOW_CATEGORY:
+            return
         flow_id, ts = event.get("id"), event.get("ts")
         if not isinstance(flow_id, int) or ts is None:
             return

@@ -93,13 +93,18 @@ def user_functions(entries: dict[Any, tuple], own: OwnFrames) -> dict[Any, tuple
         outside = [edge for caller, edge in callers.items() if caller not in reached
                    or (works_for_own and caller in own)]
         if function not in roots and outside:
-            nc -= sum(edge[0] for edge in outside)
-            cc -= sum(edge[1] for edge in outside)
-            tt = max(tt - sum(edge[2] for edge in outside), 0.0)
-            ct = max(ct - sum(edge[3] for edge in outside), tt)
+            cc, nc, tt, ct = _less(cc, nc, tt, ct, outside)
         if nc > 0:
             kept[function] = (max(cc, 0), nc, tt, ct)
     return kept
+
+
+def _less(cc: int, nc: int, tt: float, ct: float, edges: list[tuple]) -> tuple:
+    """A function's (cc, nc, tt, ct) less what the calls of `edges` (nc, cc, tt, ct each)
+    account for: its own time never below 0, its cumulative time never below its own."""
+    tt = max(tt - sum(edge[2] for edge in edges), 0.0)
+    return (cc - sum(edge[1] for edge in edges), nc - sum(edge[0] for edge in edges), tt,
+            max(ct - sum(edge[3] for edge in edges), tt))
 
 
 def read_pstats(path: Path) -> list[list[Any]]:

@@ -147,23 +147,9 @@ def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
         return []
     annotations = annotations.sort_values(["thread", "ts", "dur"], ascending=[True, True, False],
                                           kind="stable", ignore_index=True)
-    has_device = not device.empty
-    launched = _launched_within(annotations, device, runtime) * scale if has_device else None
-    children_gpu = np.zeros(len(annotations))
-    keys: list[tuple[str, str, str]] = []  # (scope, name, parent) of each annotation
-    stack: list[tuple[str, float, str, int]] = []  # (thread, end, path, position)
-    for position, (name, thread, ts, dur) in enumerate(annotations.itertuples(index=False)):
-        if name.startswith(STEP_PREFIX):
-            keys.append(("step", "ProfilerStep", ""))
-            continue
-        while stack and (stack[-1][0] != thread or stack[-1][1] <= ts):
-            stack.pop()
-        parent = stack[-1][2] if stack else ""
-        if stack and has_device:
-            children_gpu[stack[-1][3]] += launched[position]
-        keys.append(("region", name, parent))
-        stack.append((thread, ts + dur, region_path(parent, name), position))
-
+    launched = _launched_within(annotations, device, runtime) * scale \
+        if not device.empty else None
+    keys, children_gpu = _nest(annotations, launched)
     annotations["key"] = keys
     left_out = left_out_steps(annotations)
     rows = []
@@ -177,19 +163,48 @@ def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
                  "total": float(samples.sum())}
         rows += [row(scope, name, "wall_time", value, stat=stat, parent=parent)
                  for stat, value in stats.items()]
-        if has_device:
-            total = launched[group.index].sum()
-            rows += [row(scope, name, "gpu_time", total, parent=parent),
-                     row(scope, name, "gpu_time", total / len(group), stat="mean",
-                         parent=parent)]
-            if scope == "region":
-                rows.append(row(scope, name, "self_gpu_time",
-                                total - children_gpu[group.index].sum(), parent=parent))
+        if launched is not None:
+            rows += _device_rows(scope, name, parent, launched[group.index],
+                                 children_gpu[group.index])
     parents: dict[str, set[str]] = {}
     for scope, name, parent in keys:
         if scope == "region":
             parents.setdefault(name, set()).add(parent)
     return rows + _span_rows(trace, parents)
+
+
+def _nest(annotations: pd.DataFrame, launched: np.ndarray | None
+          ) -> tuple[list[tuple[str, str, str]], np.ndarray]:
+    """(scope, name, parent path) of each annotation (sorted by thread and start), each
+    region inside the innermost one of its thread still open; and per annotation, the
+    device time its child regions launched."""
+    children_gpu = np.zeros(len(annotations))
+    keys: list[tuple[str, str, str]] = []
+    stack: list[tuple[str, float, str, int]] = []  # (thread, end, path, position)
+    for position, (name, thread, ts, dur) in enumerate(annotations.itertuples(index=False)):
+        if name.startswith(STEP_PREFIX):
+            keys.append(("step", "ProfilerStep", ""))
+            continue
+        while stack and (stack[-1][0] != thread or stack[-1][1] <= ts):
+            stack.pop()
+        parent = stack[-1][2] if stack else ""
+        if stack and launched is not None:
+            children_gpu[stack[-1][3]] += launched[position]
+        keys.append(("region", name, parent))
+        stack.append((thread, ts + dur, region_path(parent, name), position))
+    return keys, children_gpu
+
+
+def _device_rows(scope: str, name: str, parent: str, launched: np.ndarray,
+                 children: np.ndarray) -> list[list[Any]]:
+    """The device time launched inside an annotation's calls: total, mean per call, and a
+    region's own (less its child regions')."""
+    total = launched.sum()
+    rows = [row(scope, name, "gpu_time", total, parent=parent),
+            row(scope, name, "gpu_time", total / len(launched), stat="mean", parent=parent)]
+    if scope == "region":
+        rows.append(row(scope, name, "self_gpu_time", total - children.sum(), parent=parent))
+    return rows
 
 
 def _span_rows(trace: ChromeTrace, parents: dict[str, set[str]]) -> list[list[Any]]:

@@ -24,29 +24,7 @@ def problems(report: Report) -> list[str]:
     lines = [f"backend {name} skipped: {why}"
              for name, why in report.meta.get("skipped_backends", {}).items()]
     for summary in report.meta.get("passes", []):
-        if summary["status"] == "partial":
-            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) partial: "
-                         "the target ended well, but a backend lost part of what it measured "
-                         "(below)")
-        elif summary["status"] != "ok":
-            kept = "rows recovered from its journal" if summary.get("recovered") else \
-                "rows measured until then are kept"
-            said = summary["error"] if summary["error"].startswith(summary["status"]) \
-                else f"{summary['status']}: {summary['error']}"
-            lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
-                         f"{said} ({kept})")
-            if summary.get("ranks"):
-                lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
-                    f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
-                    for r in summary["ranks"]))
-        if summary.get("left_running"):
-            left = fmt.counted(len(summary["left_running"]), "process", "processes")
-            lines.append(f"pass {summary['pass']}: the target left {left} running, ended at "
-                         f"the end of the pass: {'; '.join(summary['left_running'])}")
-        lines += [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
-                  f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
-                  else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
-                  for f in summary.get("backend_failures", [])]
+        lines += _pass_problems(summary)
     model = report.meta.get("model", {})
     if model.get("unstable"):
         lines.append(f"unstable measurement: the latency's coefficient of variation is "
@@ -59,6 +37,35 @@ def problems(report: Report) -> list[str]:
     if report.meta.get("passes_not_run"):
         lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
     return lines
+
+
+def _pass_problems(summary: dict) -> list[str]:
+    """A pass that did not end well (and how each rank ended), what its target left
+    running, and what its backends lost or noted."""
+    lines = []
+    if summary["status"] == "partial":
+        lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) partial: "
+                     "the target ended well, but a backend lost part of what it measured "
+                     "(below)")
+    elif summary["status"] != "ok":
+        kept = "rows recovered from its journal" if summary.get("recovered") else \
+            "rows measured until then are kept"
+        said = summary["error"] if summary["error"].startswith(summary["status"]) \
+            else f"{summary['status']}: {summary['error']}"
+        lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
+                     f"{said} ({kept})")
+        if summary.get("ranks"):
+            lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
+                f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
+                for r in summary["ranks"]))
+    if summary.get("left_running"):
+        left = fmt.counted(len(summary["left_running"]), "process", "processes")
+        lines.append(f"pass {summary['pass']}: the target left {left} running, ended at "
+                     f"the end of the pass: {'; '.join(summary['left_running'])}")
+    return lines + [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
+                    f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
+                    else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
+                    for f in summary.get("backend_failures", [])]
 
 
 def attribution_warnings(report: Report) -> list[str]:

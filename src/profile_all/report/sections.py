@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import compilation, tables
+from profile_all.report import compilation, model_tables, tables
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -42,10 +42,10 @@ SECTIONS = (
             note="Most important first, from every backend's rows side by side; the "
                  "evidence names them.", in_terminal=False),  # the terminal's headline
     Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE),
-    Section("latency", "Model latency (warm-up excluded)", tables.latency_table),
-    Section("batches", "Batch-size search", tables.batches_table),
-    Section("counters", "FLOP counters side by side", tables.counters_table),
-    Section("modules", "Modules (FLOPs per counter)", tables.modules_table, long=True),
+    Section("latency", "Model latency (warm-up excluded)", model_tables.latency_table),
+    Section("batches", "Batch-size search", model_tables.batches_table),
+    Section("counters", "FLOP counters side by side", model_tables.counters_table),
+    Section("modules", "Modules (FLOPs per counter)", model_tables.modules_table, long=True),
     Section("summary", "Run, steps and regions", tables.summary_table, long=True),
     Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
             compilation.compilation_table,

@@ -37,23 +37,32 @@ def summary_table(report: Report) -> pd.DataFrame:
     calls = [column for column in measures if column[1:] == ("calls", "total")]
     if calls:  # the first backend's that counted the row (ProfilerStep: the trace's)
         shown["calls"] = summary[calls].bfill(axis=1).iloc[:, 0].map(fmt.count)
-    first_backend = measures[0][0] if measures else ""
-    timers = {backend for backend, metric, _stat in measures if metric in _TIME_METRICS}
-    for column in measures:
-        backend, metric, stat = column
-        if metric not in _TIME_METRICS:
-            continue
-        full = backend == first_backend or metric == "cpu_time"
-        if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
-            label = _TIME_LABELS[metric] + stat  # the backend only where two time rows
-            shown[label + (f"\n({backend})" if len(timers) > 1 else "")] = \
-                summary[column].map(fmt.seconds)
+    for label, column in _time_columns(measures):
+        shown[label] = summary[column].map(fmt.seconds)
     for metric, stat, label in _MEMORY:
         found = [column for column in measures if column[1:] == (metric, stat)]
         if found:
             shown[label] = summary[found[0]].map(fmt.size)
     measured = len(shown.columns) > (3 if calls else 2)
     return shown if measured else pd.DataFrame()
+
+
+def _time_columns(measures: list[tuple]) -> list[tuple[str, tuple]]:
+    """(header, column) of the summary's time measures: every statistic of the first
+    backend's wall and device time, the total and mean of the others', CPU time's total;
+    the backend named only where two time rows."""
+    first_backend = measures[0][0] if measures else ""
+    timers = {backend for backend, metric, _stat in measures if metric in _TIME_METRICS}
+    shown = []
+    for column in measures:
+        backend, metric, stat = column
+        if metric not in _TIME_METRICS:
+            continue
+        full = backend == first_backend or metric == "cpu_time"
+        if stat in (_SHOWN_STATS[metric] if full else ("total", "mean")):
+            label = _TIME_LABELS[metric] + stat
+            shown.append((label + (f"\n({backend})" if len(timers) > 1 else ""), column))
+    return shown
 
 
 def findings_table(report: Report) -> pd.DataFrame:
@@ -155,78 +164,6 @@ def lines_table(report: Report) -> pd.DataFrame:
                          "calls": lines["calls"].map(fmt.count),
                          "increment": lines["rss_increment"].map(fmt.size),
                          "RSS": lines["rss"].map(fmt.size)})
-
-
-def latency_table(report: Report) -> pd.DataFrame:
-    """A row per measure; a value column, or one per timing pass when it was repeated."""
-    latency = report.latency()
-    if latency.empty:
-        return pd.DataFrame()
-    latency = latency.assign(
-        text=[fmt.by_unit(v, u) for v, u in zip(latency["value"], latency["unit"],
-                                                   strict=True)],
-        measure=[m if s in ("total", "value") else f"{m} {s}"
-                 for m, s in zip(latency["metric"], latency["stat"], strict=True)])
-    timing = sorted(p for p in latency["pass"].unique() if p > 0)
-    latency["column"] = latency["pass"].map(
-        lambda p: "value" if len(timing) < 2 else ("all passes" if p == 0 else f"pass {p}"))
-    table = latency.pivot_table(index=["name", "measure"], columns="column", values="text",
-                                aggfunc="first", sort=False).fillna("")
-    table.columns.name = None
-    return table.reset_index().rename(columns={"name": "region"})
-
-
-def counters_table(report: Report) -> pd.DataFrame:
-    """Per root module and counter, per call: exact FLOPs (no rounding: the causes are
-    sizes in FLOPs), the calls each counter saw, and why it differs from the exact count."""
-    counters = report.counters()
-    if counters.empty:
-        return pd.DataFrame()
-    shown = pd.DataFrame({"module": counters["module"], "counter": counters["counter"],
-                          "calls": counters["calls"].map(fmt.count)})
-    if (counters["backward"] != "").any():  # training: the backward apart, and how it was had
-        shown["calls"] += [f" + {fmt.count(b)} backward" if b > 0 else ""
-                           for b in counters["backward_calls"].fillna(0)]
-        shown["forward FLOP/call"] = counters["forward_flops"].map(fmt.count)
-        shown["backward FLOP/call"] = [f"{fmt.count(flops)} ({how})" for flops, how in zip(
-            counters["backward_flops"], counters["backward"], strict=True)]
-    shown["FLOP/call"] = counters["flops"].map(fmt.count)
-    shown["params"] = counters["params"].map(fmt.count)
-    shown[f"vs {report.counting.reference or 'exact count'}"] = \
-        counters["vs_reference"].map(fmt.change)
-    shown["why"] = counters["cause"]
-    return shown
-
-
-def modules_table(report: Report) -> pd.DataFrame:
-    """Per module, each counter's forward FLOPs per call of the module (and the exact
-    counter's backward per backward call), with the calls it saw in brackets."""
-    modules = report.modules()
-    if modules.empty:
-        return pd.DataFrame()
-    counted = modules[[c for c in modules.columns[3:] if not c.endswith(" calls")]]
-    modules = modules[counted.notna().any(axis=1)]  # a module no counter saw called
-    shown = pd.DataFrame({"module": modules["module"], "type": modules["type"].fillna(""),
-                          "params": modules["params"].map(fmt.count)})
-    for column in modules.columns[3:]:
-        if not column.endswith(" calls"):
-            calls = modules[f"{column} calls"]
-            shown[f"{column} FLOP/call (calls)"] = [
-                "" if pd.isna(n) else f"{fmt.count(flops)} ({fmt.count(n)})"
-                for flops, n in zip(modules[column], calls, strict=True)]
-    return shown
-
-
-def batches_table(report: Report) -> pd.DataFrame:
-    batches = report.batches()
-    if batches.empty:
-        return pd.DataFrame()
-    return pd.DataFrame({
-        "batch size": batches["batch_size"].astype(str),
-        "latency": batches["latency"].map(fmt.seconds),
-        "throughput": batches["throughput"].map(fmt.rate),
-        "peak memory": batches["peak_memory"].map(fmt.size),
-    })
 
 
 def open_commands(report: Report) -> list[tuple[str, str, str]]:

@@ -90,10 +90,7 @@ def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[
     frame = frame[[c for c in frame.columns if c == first or frame[c].str.strip().ne("").any()]]
     if not width:
         return frame, []
-    needed = {c: max([len(v) for v in frame[c]] + [len(w) for w in str(c).split()] + [1])
-              for c in frame.columns}
-    text = {c for c in frame.columns
-            if needed[c] > NAME_MIN and (c == first or not _figures(frame[c]))}
+    needed, text = _needs(frame)
 
     def total(columns: list) -> int:  # borders and padding: 3 a column, and 1
         return sum(NAME_MIN if c in text else needed[c] for c in columns) + 3 * len(columns) + 1
@@ -101,25 +98,50 @@ def _fitted(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[
     columns, dropped = list(frame.columns), []
     while len(columns) > 2 and total(columns) > width:
         dropped.append(" ".join(str(columns.pop()).split()))
-    frame = frame[columns].copy()
-    figures = [c for c in columns[1:] if _figures(frame[c])]  # not the names and scopes
-    blank = frame[figures].apply(lambda column: column.str.strip().eq("")).all(axis=1) \
-        if figures else pd.Series(False, index=frame.index)
-    if dropped and blank.any() and not blank.all():  # their figures are all left out
-        frame = frame[~blank]
-        dropped.append(f"{int(blank.sum())} row{'s' if blank.sum() > 1 else ''} with figures "
-                       "only there")
+    frame = _without_blank_rows(frame[columns].copy(), dropped)
     long = [c for c in columns if c in text]
     if long:
-        room = NAME_MIN + (width - total(columns)) // len(long)
-        for position, column in enumerate(long):  # a name: both ends; else its start
-            frame[column] = _elided_apart(frame[column], room) if position == 0 else \
-                frame[column].map(lambda v: v if len(v) <= room else v[:room - 1] + "…")
-    frame.columns = ["\n".join(textwrap.wrap(str(c), max(needed[c], 1),
-                                             break_long_words=False,
-                                             break_on_hyphens=False)) or str(c)
-                     for c in columns]
+        _cut(frame, long, NAME_MIN + (width - total(columns)) // len(long))
+    frame.columns = [_header(c, needed[c]) for c in columns]
     return frame, dropped
+
+
+def _needs(frame: pd.DataFrame) -> tuple[dict, list]:
+    """Each column's width (its longest value, or its header's longest word), and the text
+    columns among them: the first (the names) and any not mostly figures, when wider than
+    NAME_MIN."""
+    needed = {c: max([len(v) for v in frame[c]] + [len(w) for w in str(c).split()] + [1])
+              for c in frame.columns}
+    first = frame.columns[0]
+    return needed, [c for c in frame.columns
+                    if needed[c] > NAME_MIN and (c == first or not _figures(frame[c]))]
+
+
+def _cut(frame: pd.DataFrame, long: list, room: int) -> None:
+    """The text columns `long` cut to `room`: the first (a name) in the middle, so that
+    both its ends show; the others at their end."""
+    for position, column in enumerate(long):
+        frame[column] = _elided_apart(frame[column], room) if position == 0 else \
+            frame[column].map(lambda v: v if len(v) <= room else v[:room - 1] + "…")
+
+
+def _header(column: object, width: int) -> str:
+    """A header wrapped between words to its column's width."""
+    return "\n".join(textwrap.wrap(str(column), max(width, 1), break_long_words=False,
+                                   break_on_hyphens=False)) or str(column)
+
+
+def _without_blank_rows(frame: pd.DataFrame, dropped: list[str]) -> pd.DataFrame:
+    """Where columns were `dropped`, the rows whose figures were all in them (named in
+    `dropped` too): a row of a name and nothing else says nothing."""
+    figures = [c for c in frame.columns[1:] if _figures(frame[c])]  # not names and scopes
+    if not dropped or not figures:
+        return frame
+    blank = frame[figures].apply(lambda column: column.str.strip().eq("")).all(axis=1)
+    if blank.any() and not blank.all():
+        dropped.append(f"{fmt.counted(int(blank.sum()), 'row')} with figures only there")
+        return frame[~blank]
+    return frame
 
 
 def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,

@@ -70,23 +70,7 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
     reports = [load(run_dir) for run_dir in run_dirs]
     _check_same_run(reports, force)
     target = RunDirectory.create(out, "merge")
-    artifacts = []
-    for node, report in enumerate(reports):
-        shutil.copytree(report.run_dir / "artifacts", target.artifacts / f"node{node}")
-        artifacts += [{**artifact, "path": artifact["path"].replace(
-            "artifacts/", f"artifacts/node{node}/", 1)}
-            for artifact in report.meta.get("artifacts", [])]
-    first = reports[0].meta
-    failed = [r.meta for r in reports if r.meta.get("exit_code")]
-    meta = {**first, "status": failed[0]["status"] if failed else first["status"],
-            "exit_code": failed[0]["exit_code"] if failed else 0, "command": command or [],
-            "passes": _merged_passes(reports), "artifacts": artifacts,
-            "ranks": sorted({rank for r in reports for rank in r.meta.get("ranks", [])}),
-            "backend_facts": {name: said for r in reports
-                              for name, said in r.meta["backend_facts"].items()},
-            "merged_from": [{"run_dir": str(r.run_dir), "node": node,
-                             "environment": r.meta.get("environment", {})}
-                            for node, r in enumerate(reports)]}
+    meta = _merged_meta(reports, _copied_artifacts(reports, target), command or [])
     frame = pd.concat([r.frame for r in reports], ignore_index=True)
     samples = pd.concat([r.samples for r in reports], ignore_index=True)
     timeline = pd.concat([r.timeline for r in reports], ignore_index=True)
@@ -94,3 +78,32 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
     save(merged, target.work)
     merged.run_dir = target.commit()
     return merged
+
+
+def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[dict[str, str]]:
+    """Each node's artifacts copied under `artifacts/nodeN/`, and listed with their new
+    paths."""
+    artifacts = []
+    for node, report in enumerate(reports):
+        shutil.copytree(report.run_dir / "artifacts", target.artifacts / f"node{node}")
+        artifacts += [{**artifact, "path": artifact["path"].replace(
+            "artifacts/", f"artifacts/node{node}/", 1)}
+            for artifact in report.meta.get("artifacts", [])]
+    return artifacts
+
+
+def _merged_meta(reports: list[Report], artifacts: list[dict[str, str]],
+                 command: list[str]) -> dict[str, Any]:
+    """The first node's meta, with the run's status and exit code those of the first node
+    that failed, and every node's passes, ranks, backends and environment."""
+    first = reports[0].meta
+    failed = [r.meta for r in reports if r.meta.get("exit_code")]
+    return {**first, "status": failed[0]["status"] if failed else first["status"],
+            "exit_code": failed[0]["exit_code"] if failed else 0, "command": command,
+            "passes": _merged_passes(reports), "artifacts": artifacts,
+            "ranks": sorted({rank for r in reports for rank in r.meta.get("ranks", [])}),
+            "backend_facts": {name: said for r in reports
+                              for name, said in r.meta["backend_facts"].items()},
+            "merged_from": [{"run_dir": str(r.run_dir), "node": node,
+                             "environment": r.meta.get("environment", {})}
+                            for node, r in enumerate(reports)]}

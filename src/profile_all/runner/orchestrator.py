@@ -233,12 +233,7 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
                                [cls.name for cls in setup.selection.runnable
                                 if not cls.sees_children], not setup.is_model),
         "preimported": setup.preimport,
-        # how the passes' processes began: forked from a server that had imported the
-        # preimported modules (one hash seed for all), or a fresh interpreter each
-        "process_start": "in this process" if not setup.isolate else
-        ("fork" + (", timing passes: fresh interpreter" if setup.is_model else
-                   ", timing repeats: fresh interpreter" if setup.repeat > 1 else ""))
-        if forked else "fresh interpreter",
+        "process_start": _process_start(setup, forked),
         "region_marks": region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
         "ranks": sorted({result.rank for result in results}),
         "artifacts": [a for r in results for a in r.artifacts],
@@ -247,11 +242,27 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
         meta["distributed"] = {**setup.launch.to_meta(), "world_size": max(
             (r.world_size for r in results), default=1)}
     if setup.is_model:
-        timed = [r for r in results if r.target_facts]
-        meta["model"] = {**target.to_spec(), **(timed[0].target_facts if timed else {}),
-                         "timing_passes": [{"pass": r.number, **r.target_facts}
-                                           for r in timed]}
+        meta["model"] = _model_meta(setup, results)
     return meta
+
+
+def _process_start(setup: Setup, forked: bool) -> str:
+    """How the passes' processes began: forked from a server that had imported the
+    preimported modules (one hash seed for all), or a fresh interpreter each."""
+    if not setup.isolate:
+        return "in this process"
+    if not forked:
+        return "fresh interpreter"
+    if setup.is_model:
+        return "fork, timing passes: fresh interpreter"
+    return "fork, timing repeats: fresh interpreter" if setup.repeat > 1 else "fork"
+
+
+def _model_meta(setup: Setup, results: list[PassResult]) -> dict[str, Any]:
+    """The model benchmarked, and what its timing passes found of it (the first's)."""
+    timed = [r for r in results if r.target_facts]
+    return {**setup.target.to_spec(), **(timed[0].target_facts if timed else {}),
+            "timing_passes": [{"pass": r.number, **r.target_facts} for r in timed]}
 
 
 def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequests,

@@ -53,25 +53,16 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
     cause, outcome = _cause(outcomes)
     times = [o["target_wall_time"] for _r, o in outcomes if o["target_wall_time"] is not None]
     prefix = f"rank {cause.rank}: " if distributed and outcome["error"] else ""
-    failures = [{**failure, "error": (f"rank {r.rank}: " if distributed else "")
-                 + failure["error"]} for r in results for failure in r.backend_failures]
+    failures = _backend_failures(results, distributed)
     status = outcome["status"]
     if status == "ok" and any(f["phase"] != "note" for f in failures):
         status = "partial"  # the target ended well, but a backend lost what it measured
-    steps = [r.steps for r in results if r.steps is not None]
     summary = {
         "pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
         "repeat": run_pass.repeat, "status": status, "exit_code": outcome["exit_code"],
         "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
         "process_wall_time": wall, "recovered": any(r.recovered for r in results),
-        "steps": max(steps) if steps else None,
-        "window": max((r.window for r in results if r.window), default=None),
-        "step_source": next((r.step_source for r in results if r.step_source), ""),
-        "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
-        "compile_steps": max((r.compile_steps for r in results), key=len, default=[]),
-        "compilation": next((r.compilation for r in results if r.compilation), {}),
-        "target_profilers": list({(use["tool"], use["where"]): use for r in results
-                                  for use in r.target_profilers}.values()),
+        **_what_ranks_said(results),
         "backend_failures": failures,
         "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
                  f"artifacts/pass{run_pass.index}.stderr.log"]
@@ -81,6 +72,29 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
         summary["ranks"] = [{"rank": r.rank, **o, "recovered": r.recovered}
                             for r, o in outcomes]
     return summary
+
+
+def _backend_failures(results: list[PassResult], distributed: bool) -> list[dict[str, Any]]:
+    """Every rank's backend failures and notes, each named by its rank where there are
+    several."""
+    return [{**failure, "error": (f"rank {r.rank}: " if distributed else "") + failure["error"]}
+            for r in results for failure in r.backend_failures]
+
+
+def _what_ranks_said(results: list[PassResult]) -> dict[str, Any]:
+    """What the pass's ranks measured of the target's shape, one value for the pass: the
+    most steps, the widest window, the first step source and device that any rank named,
+    the longest list of compile steps, and every profiler the target called, once."""
+    steps = [r.steps for r in results if r.steps is not None]
+    return {
+        "steps": max(steps) if steps else None,
+        "window": max((r.window for r in results if r.window), default=None),
+        "step_source": next((r.step_source for r in results if r.step_source), ""),
+        "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
+        "compile_steps": max((r.compile_steps for r in results), key=len, default=[]),
+        "compilation": next((r.compilation for r in results if r.compilation), {}),
+        "target_profilers": list({(use["tool"], use["where"]): use for r in results
+                                  for use in r.target_profilers}.values())}
 
 
 def step_times(results: list[PassResult]) -> list[float]:

@@ -183,6 +183,38 @@ class PassRun:
         if self._result is not None:
             return self._result
         self.finishing = True
+        self._stop_all()
+        prefix = (self.ctx.pass_index, self.ctx.rank)
+        rows = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows]
+        compilation = self.compiles.facts(self.clock.started_at)
+        rows += [[COMPILER, *prefix, *measured] for measured in compile_rows(compilation)]
+        samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
+        timeline: list[list[Any]] = []
+        artifacts: list[dict[str, str]] = []
+        for backend in self.started:
+            try:
+                collected = backend.collect(self.ctx)
+            except Exception as error:
+                self._guard(backend.name, "collect", error)
+                continue
+            rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
+            samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
+            timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
+            artifacts += [artifact.to_dict() for artifact in collected.artifacts]
+            self._said_by(backend, collected)
+        self._result = PassResult(
+            self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
+            samples, artifacts, self.failures, world_size=self.ctx.world_size,
+            runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
+            ran_on=getattr(self.target, "ran_on", ""),
+            children={"cpu_time": self._children_during}, timeline=timeline,
+            compilation=compilation, target_profilers=self.profilers.facts(),
+            **self.clock.facts(self.ctx.compiling))
+        return self._result
+
+    def _stop_all(self) -> None:
+        """Regions closed, the step clock and the compile watch stopped, the steps the
+        backends did not hear told them, and every started backend stopped (last first)."""
         regions.close_open()
         regions.listen(())
         self.clock.stop()
@@ -198,41 +230,20 @@ class PassRun:
             except Exception as error:
                 self._guard(backend.name, "stop", error)
         self.profilers.stop()
-        prefix = (self.ctx.pass_index, self.ctx.rank)
-        rows, artifacts = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows], []
-        compilation = self.compiles.facts(self.clock.started_at)
-        rows += [[COMPILER, *prefix, *measured] for measured in compile_rows(compilation)]
-        samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
-        timeline: list[list[Any]] = []
-        for backend in self.started:
-            try:
-                collected = backend.collect(self.ctx)
-            except Exception as error:
-                self._guard(backend.name, "collect", error)
-                continue
-            rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
-            samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
-            timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
-            self.failures += [{"backend": backend.name, "phase": "note", "error": note}
-                              for note in dict.fromkeys(backend.notes)]  # once each
-            self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
-                              for loss in backend.losses]
-            if backend.kind == "tracer" and not backend.losses and all(
-                    r[0] == "run" for r in collected.rows):
-                self.failures.append({
-                    "backend": backend.name, "phase": "collect",
-                    "error": "recorded nothing beyond the run's totals (no function, "
-                             "operator, kernel or region): does the target run any of it?"})
-            artifacts += [artifact.to_dict() for artifact in collected.artifacts]
-        self._result = PassResult(
-            self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
-            samples, artifacts, self.failures, world_size=self.ctx.world_size,
-            runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
-            ran_on=getattr(self.target, "ran_on", ""),
-            children={"cpu_time": self._children_during}, timeline=timeline,
-            compilation=compilation, target_profilers=self.profilers.facts(),
-            **self.clock.facts(self.ctx.compiling))
-        return self._result
+
+    def _said_by(self, backend: Any, collected: Any) -> None:
+        """A backend's notes (once each) and losses, and a tracer that recorded nothing
+        beyond the run's totals, as the pass's failures."""
+        self.failures += [{"backend": backend.name, "phase": "note", "error": note}
+                          for note in dict.fromkeys(backend.notes)]
+        self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
+                          for loss in backend.losses]
+        if backend.kind == "tracer" and not backend.losses and all(
+                r[0] == "run" for r in collected.rows):
+            self.failures.append({
+                "backend": backend.name, "phase": "collect",
+                "error": "recorded nothing beyond the run's totals (no function, "
+                         "operator, kernel or region): does the target run any of it?"})
 
     def run_target(self) -> Outcome:
         return run_target(self.target, own_process=self.own_process,

@@ -59,20 +59,38 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     and run once, which imports torch: it overlaps the fork server's start)."""
     launch = launch or Launch()
     launch.validate()
-    if launch.distributed and not isolate:
-        raise validate.ArgumentValueError(
-            "several ranks need isolate=True (torchrun starts their processes)")
     validate.whole("repeat", repeat, 1, MAX_REPEAT)
     timeout = validate.seconds("timeout", timeout)
     validate.positive("peak_flops", peak_flops)
     options = backends.check_options(options)
     backend_names = validate.backend_names(backend_names)
+    _check_isolation(target, isolate, launch, timeout)
+    selection = _selection(target, backend_names, isolate)
+    return Setup(target, selection, options or {}, timeout, isolate, launch,
+                 _preimports(selection, launch), repeat,
+                 isolate and not fresh_processes and not launch.distributed
+                 and forkserver.fork_available(), peak_flops)
+
+
+def _check_isolation(target: ScriptTarget | ModelTarget, isolate: bool, launch: Launch,
+                     timeout: float | None) -> None:
+    """What needs passes in processes of their own (isolate=True), and what cannot have
+    them (a live model object)."""
+    if launch.distributed and not isolate:
+        raise validate.ArgumentValueError(
+            "several ranks need isolate=True (torchrun starts their processes)")
     if timeout is not None and not isolate:
         raise validate.ArgumentValueError(
             "a timeout needs isolate=True (each pass in a process of its own)")
-    is_model = isinstance(target, ModelTarget)
-    if is_model and target.live_model is not None and isolate:
+    if isinstance(target, ModelTarget) and target.live_model is not None and isolate:
         raise validate.ArgumentValueError("a live model object runs in this process: isolate=False")
+
+
+def _selection(target: ScriptTarget | ModelTarget, backend_names: list[str] | None,
+               isolate: bool) -> backends.Selection:
+    """The backends to run (a model's or a script's defaults without names), the timer of
+    the clean timing pass added where none was named."""
+    is_model = isinstance(target, ModelTarget)
     selection = backends.select(None if backend_names is None else list(backend_names),
                                 backends.DEFAULT_MODEL if is_model else backends.DEFAULT)
     if not isolate and any(hasattr(cls, "wrap") for cls in selection.runnable):
@@ -84,10 +102,7 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
         # the clean timing pass always runs first: it finds what marks the steps (so the
         # passes after it hear them as they come) and is every overhead's reference
         selection.runnable.insert(0, backends.load("wallclock"))
-    return Setup(target, selection, options or {}, timeout, isolate, launch,
-                 _preimports(selection, launch), repeat,
-                 isolate and not fresh_processes and not launch.distributed
-                 and forkserver.fork_available(), peak_flops)
+    return selection
 
 
 #: the steps a profiled pass runs by default: a few warm-up steps, then enough for stable

@@ -74,27 +74,38 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
                                       "not compared", overhead_verdict="untested")
         return
     else:
-        times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
-        own = summary["target_wall_time"]
-        if not times or not own:
+        whole = _whole_run_overhead(summary, timing)
+        if whole is None:
             return
-        point = own / float(np.median(times))
-        if len(times) >= 2:  # a prediction interval from the repeats' spread
-            ratio = noise.median_ratio([np.array([t]) for t in times], [np.array([own])])
-            point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
-            basis = f"whole run against {len(times)} timing passes (no steps)"
-        else:
-            low = high = None
-            basis = "one sample each: not tested (mark steps with pa.step(), or --repeat 3)"
-    summary.update(overhead=point, overhead_low=low, overhead_high=high, overhead_basis=basis)
-    if low is None:
-        summary["overhead_verdict"] = "untested"
-    elif high < 1 - BELOW_ONE_TOLERANCE:
-        summary["overhead_verdict"] = "below 1: noise or different work, not a speed-up"
-    elif low <= 1:
-        summary["overhead_verdict"] = "within noise"
-    else:
-        summary["overhead_verdict"] = "above noise"
+        point, low, high, basis = whole
+    summary.update(overhead=point, overhead_low=low, overhead_high=high, overhead_basis=basis,
+                   overhead_verdict=_verdict(low, high))
+
+
+def _whole_run_overhead(summary: dict[str, Any], timing: list[dict[str, Any]]
+                        ) -> tuple[float, float | None, float | None, str] | None:
+    """(ratio, its interval's low and high, what it rests on) of a pass's whole-run time
+    to the timing passes': an interval only where the timing pass ran twice or more; None
+    without times."""
+    times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
+    own = summary["target_wall_time"]
+    if not times or not own:
+        return None
+    if len(times) < 2:
+        return (own / float(np.median(times)), None, None,
+                "one sample each: not tested (mark steps with pa.step(), or --repeat 3)")
+    # a prediction interval from the repeats' spread
+    ratio = noise.median_ratio([np.array([t]) for t in times], [np.array([own])])
+    return (1 + ratio.change, 1 + ratio.low, 1 + ratio.high,
+            f"whole run against {len(times)} timing passes (no steps)")
+
+
+def _verdict(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "untested"
+    if high < 1 - BELOW_ONE_TOLERANCE:
+        return "below 1: noise or different work, not a speed-up"
+    return "within noise" if low <= 1 else "above noise"
 
 
 def doubts(passes: list[dict[str, Any]], results: list[PassResult],
@@ -212,16 +223,24 @@ def _different_work(passes: list[dict[str, Any]], results: list[PassResult]) -> 
         return [f"passes did different work (steps per pass: {listing}): whole-run times "
                 "and totals do not compare; per-step figures still do"]
     calls = _region_calls(results, {p["pass"] for p in ended_well})
+    differing = _calls_differ(calls)
+    if differing:
+        return differing
+    if len(ended_well) > 1 and not calls:
+        return ["the target marks no step (pa.step(), optimizer.step()) and no region: "
+                "whether every pass did the same work cannot be checked, and overheads rest "
+                "on whole-run times"]
+    return []
+
+
+def _calls_differ(calls: dict[str, dict[int, float]]) -> list[str]:
+    """The first region whose passes counted different calls, as a doubt."""
     for region, per_pass in calls.items():
         if len(set(per_pass.values())) > 1:
             listing = ", ".join(f"pass {number}: {count:g}" for number, count
                                 in sorted(per_pass.items()))
             return [f"passes did different work (calls of region {region}: {listing}): "
                     "whole-run times and totals do not compare"]
-    if len(ended_well) > 1 and not calls:
-        return ["the target marks no step (pa.step(), optimizer.step()) and no region: "
-                "whether every pass did the same work cannot be checked, and overheads rest "
-                "on whole-run times"]
     return []
 
 
