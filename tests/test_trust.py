@@ -196,7 +196,7 @@ def test_model_latency_has_blocks_and_repeats_side_by_side(tmp_path):
         assert low <= median <= high
     timing = report.meta["model"]["timing_passes"]
     assert [t["pass"] for t in timing] == [1, 2] and all(t["blocks"] == 5 for t in timing)
-    from profile_all.report.tables import latency_table
+    from profile_all.report.model_tables import latency_table
 
     assert {"pass 1", "pass 2"} <= set(latency_table(report).columns)
 

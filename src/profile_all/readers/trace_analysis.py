@@ -164,8 +164,8 @@ def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
         rows += [row(scope, name, "wall_time", value, stat=stat, parent=parent)
                  for stat, value in stats.items()]
         if launched is not None:
-            rows += _device_rows(scope, name, parent, launched[group.index],
-                                 children_gpu[group.index])
+            rows += _launched_rows(scope, name, parent, launched[group.index],
+                                   children_gpu[group.index])
     parents: dict[str, set[str]] = {}
     for scope, name, parent in keys:
         if scope == "region":
@@ -195,7 +195,7 @@ def _nest(annotations: pd.DataFrame, launched: np.ndarray | None
     return keys, children_gpu
 
 
-def _device_rows(scope: str, name: str, parent: str, launched: np.ndarray,
+def _launched_rows(scope: str, name: str, parent: str, launched: np.ndarray,
                  children: np.ndarray) -> list[list[Any]]:
     """The device time launched inside an annotation's calls: total, mean per call, and a
     region's own (less its child regions')."""
