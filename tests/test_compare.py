@@ -9,7 +9,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 
 
 @pytest.fixture(scope="module")

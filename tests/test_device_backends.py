@@ -47,7 +47,7 @@ def test_default_run_lists_the_skipped_backends_with_reasons(tmp_path):
 
 def test_nsys_command_lines(ctx):
     nsys = Nsys()
-    worker = ["python", "-m", "profile_all.runner.worker", "/run/scratch/pass3.spec.json"]
+    worker = ["python", "-m", "profile_all.runner.inside.worker", "/run/scratch/pass3.spec.json"]
     command = nsys.wrap(worker, ctx)
     base = str(ctx.artifacts_dir / "nsys")
     assert Path(command[0]).name == "nsys"

@@ -13,7 +13,7 @@ import pytest
 
 import profile_all as pa
 from conftest import EXAMPLES, TARGETS, free_port, profile_all
-from profile_all.report import charts
+from profile_all.render import charts
 from profile_all.view import profile_file
 
 DDP = EXAMPLES / "ddp_train.py"

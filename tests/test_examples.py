@@ -86,7 +86,7 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
     for stat in ("mean", "median", "std", "min", "max", "p90"):
         assert f"wallclock.wall_time.{stat}" in summary.columns
     text = (mlp_run[0] / "summary.md").read_text()
-    assert "train_step/forward" in text and "Functions by self time (cProfile)" in text
+    assert "train_step/forward" in text and "Functions by self time (cprofile)" in text
 
 
 def test_two_layer_net_with_wallclock_only(tmp_path):

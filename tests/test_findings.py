@@ -14,8 +14,8 @@ from rich.console import Console
 
 import profile_all as pa
 from conftest import TARGETS
+from profile_all.render.terminal import render
 from profile_all.report.report import Report
-from profile_all.report.terminal import render
 from profile_all.rows import Facts
 
 TIMER = {"my.timer": Facts(region_timer="wall_time").to_dict()}
@@ -197,7 +197,7 @@ def test_the_peak_measured_on_the_spot_against_a_matmul_timed_here():
 
     import torch
 
-    from profile_all.model.bench import measured_peak
+    from profile_all.model.timing_method import measured_peak
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the other test worker shares the cores: one thread each

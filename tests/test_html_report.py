@@ -1,5 +1,5 @@
 """report.html: one offline page with plots and tables, every user string escaped; and the
-other ways to show a run (`show --format`, `--html`, Jupyter's `_repr_html_`)."""
+other ways to show a run (`show --format`, `--html`, a notebook's cell)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
-from profile_all.report import format as fmt
-from profile_all.report import html
+from profile_all import units as fmt
+from profile_all.render import html
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -173,7 +173,7 @@ def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(run_dir / "report.html")
     assert '<section id="plots">' in (run_dir / "report.html").read_text()
-    fragment = pa.load(run_dir)._repr_html_()
+    fragment = html.body(pa.load(run_dir), top=html.TOP)  # what a notebook shows
     assert '<section id="summary">' in fragment and "<html" not in fragment
 
 

@@ -10,7 +10,7 @@ import torch
 
 import profile_all as pa
 from conftest import REPO
-from profile_all.model import bench
+from profile_all.model import timing_method
 
 EXAMPLES = REPO / "scripts" / "examples" / "models.py"
 
@@ -132,7 +132,7 @@ def test_benchmark_statistics_and_achieved_flops(tmp_path):
     assert latency[("latency", "ci95_low")] <= median <= latency[("latency", "ci95_high")]
     assert latency[("latency", "min")] <= median <= latency[("latency", "p99")]
     assert latency[("warmup_iterations", "total")] == 3
-    assert latency[("iterations", "total")] >= bench.MIN_ADAPTIVE_ITERS
+    assert latency[("iterations", "total")] >= timing_method.MIN_ADAPTIVE_ITERS
     assert latency[("fps", "median")] == pytest.approx(32 / median)
     # no counter ran: no achieved FLOP/s is invented
     assert ("achieved_flops", "value") not in latency.index
@@ -141,10 +141,10 @@ def test_benchmark_statistics_and_achieved_flops(tmp_path):
 
 def test_median_confidence_interval_covers_the_median():
     samples = [float(value) for value in range(1, 102)]
-    low, high = bench.median_confidence_interval(samples)
+    low, high = timing_method.median_confidence_interval(samples)
     assert low < 51 < high
     assert high - low < 25
-    stats = bench.latency_statistics(samples)
+    stats = timing_method.latency_statistics(samples)
     assert stats["median"] == 51 and stats["iqr"] == 50 and stats["cv"] > 0.5
 
 
@@ -165,9 +165,9 @@ def test_search_bisects_after_an_out_of_memory():
     def measure_at(batch):
         if batch > fits_up_to:
             return None
-        return bench.BatchPoint(batch, latency=0.001, peak_memory=batch * 1e6)
+        return timing_method.BatchPoint(batch, latency=0.001, peak_memory=batch * 1e6)
 
-    points = bench.search_batch_size(measure_at, on_gpu=True)
+    points = timing_method.search_batch_size(measure_at, on_gpu=True)
     assert max(p.batch_size for p in points) == fits_up_to
 
 

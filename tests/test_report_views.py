@@ -8,7 +8,8 @@ import io
 import pandas as pd
 from rich.console import Console
 
-from profile_all.report import derived, html, markdown, sections, terminal
+from profile_all.render import html, markdown, sections, terminal
+from profile_all.report import derived
 from profile_all.report.report import Report
 from profile_all.rows import Facts
 
@@ -90,7 +91,7 @@ def test_an_empty_report_renders_without_a_section():
 def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
     """At 80 columns two kernel names that differ in their middle stay different, and rows
     whose figures were all in left-out columns are counted, not shown blank."""
-    from profile_all.report.terminal import _fitted
+    from profile_all.render.terminal import _fitted
 
     kernel = ("void at::native::vectorized_elementwise_kernel<4, at::native::{}Functor<float>, "
               "std::array<char*, 3> >(int, at::native::{}Functor<float>, std::array<char*, 3>)")
@@ -116,7 +117,7 @@ def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
 def test_function_names_are_shown_as_people_name_their_files():
     """The functions table cuts names to fit: a whole site-packages path lost its file name
     (`/tmp/…/profile-…inear.py:130(forward)`); the data keeps the whole path."""
-    from profile_all.report.format import code_path
+    from profile_all.units import code_path
 
     venv = "/tmp/stranger/profile-all/.venv/lib/python3.11/site-packages/"
     assert code_path(venv + "torch/nn/modules/linear.py:130(forward)") == \

@@ -12,7 +12,7 @@ import pytest
 import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all.errors import UsageError
-from profile_all.runner.rundir import RunDirectory
+from profile_all.runs.folder import RunDirectory
 
 
 def test_a_second_run_into_a_folder_being_written_is_refused_at_once(tmp_path):

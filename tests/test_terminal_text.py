@@ -9,9 +9,9 @@ import io
 import pytest
 from rich.console import Console
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
+from profile_all.render.terminal import _indented
 from profile_all.report.findings.finding import latency_doubt
-from profile_all.report.terminal import _indented
 
 
 @pytest.mark.parametrize("seconds, shown", [

@@ -13,7 +13,7 @@ import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all import noise
 from profile_all.backends import load
-from profile_all.runner import trust
+from profile_all.runner import run_checks
 from profile_all.runner.plan import plan_passes
 
 
@@ -63,17 +63,17 @@ def test_an_overhead_below_one_is_never_a_speed_up():
     passes = [_summary(number, times, timing=number == 1)
               for number, times in enumerate(steps, start=1)]
     step_times = _step_times(passes, *steps)
-    trust.add_overheads(passes, step_times, comparable=True)
+    run_checks.add_overheads(passes, step_times, comparable=True)
     verdicts = [p["overhead_verdict"] for p in passes]
     assert verdicts[0] == "reference"
     assert verdicts[1].startswith("below 1: noise or different work")
     assert verdicts[2] == "within noise"
     assert verdicts[3] == "above noise" and passes[3]["overhead_low"] > 1.4
-    said = trust.doubts(passes, [], step_times, [], comparable=True)
+    said = run_checks.doubts(passes, [], step_times, [], comparable=True)
     assert any("ran faster than the clean pass" in line and "not a speed-up" in line
                for line in said)
     one_each = [_summary(1, [], timing=True, wall=2.0), _summary(2, [], wall=1.8)]
-    trust.add_overheads(one_each, {}, comparable=True)
+    run_checks.add_overheads(one_each, {}, comparable=True)
     assert one_each[1]["overhead_verdict"] == "untested"
     assert one_each[1]["overhead_low"] is None
 
@@ -196,7 +196,7 @@ def test_model_latency_has_blocks_and_repeats_side_by_side(tmp_path):
         assert low <= median <= high
     timing = report.meta["model"]["timing_passes"]
     assert [t["pass"] for t in timing] == [1, 2] and all(t["blocks"] == 5 for t in timing)
-    from profile_all.report.model_tables import latency_table
+    from profile_all.render.model_tables import latency_table
 
     assert {"pass 1", "pass 2"} <= set(latency_table(report).columns)
 

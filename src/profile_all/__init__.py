@@ -18,10 +18,14 @@ from typing import Any
 from profile_all import validate
 from profile_all.errors import ProfileAllError, UsageError
 from profile_all.regions import region, step
+from profile_all.render.notebook import show_reports_as_html
 from profile_all.runner.launch import Launch
 
 __all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "compare", "ingest", "load",
            "merge", "profile_model", "region", "run", "step"]
+
+
+show_reports_as_html()  # in a notebook's kernel; nothing elsewhere
 
 
 def __getattr__(name: str) -> Any:
@@ -31,7 +35,7 @@ def __getattr__(name: str) -> Any:
 
         return Report
     if name == "load":
-        from profile_all.runner.rundir import load
+        from profile_all.runs.folder import load
 
         return load
     raise AttributeError(f"module 'profile_all' has no attribute {name!r}")
@@ -113,7 +117,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
           force: bool = False, command: Sequence[str] | None = None) -> Any:
     """One Report from the run directories of several nodes (`profile-all merge`)."""
-    from profile_all.runner.merge_runs import merge as merge_runs
+    from profile_all.runs.merge import merge as merge_runs
 
     return merge_runs(validate.paths("run_dirs", run_dirs),
                       validate.path("out", out, optional=True),
@@ -129,7 +133,7 @@ def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
     `nsys stats` CSVs, mprofile .dat files; a rank per trace. `max_unpacked` (bytes a file
     may unpack to, default 4G) and `max_field` (characters of one name or field, default
     1M): a file beyond them is refused, not read (bytes or text like `512M`)."""
-    from profile_all.runner.ingest_files import ingest as ingest_files
+    from profile_all.runs.ingest import ingest as ingest_files
 
     unpacked = validate.byte_size("max_unpacked", max_unpacked)
     field = validate.byte_size("max_field", max_field)
@@ -145,7 +149,7 @@ def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = 
     runs unlike). With `fail_above` (percent), `attrs["slower"]` holds the regions slower
     beyond the run-to-run noise by more than that (both runs need `repeat` >= 2)."""
     from profile_all.report.compare import slower_than, target_of
-    from profile_all.runner.rundir import load
+    from profile_all.runs.folder import load
 
     fail_above = validate.percent("fail_above", fail_above)
     a, b = load(validate.path("run_a", run_a)), load(validate.path("run_b", run_b))

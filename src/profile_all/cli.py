@@ -81,7 +81,7 @@ def _stdout_kept_for_json(as_json: bool) -> Iterator[None]:
 def _finish(report: Any, as_json: bool, quiet: bool) -> None:
     """The report on stderr (the headline and tables; one line when quiet), the JSON on
     stdout when asked; exit with the run's exit code."""
-    from profile_all.report import formats, terminal
+    from profile_all.render import output_formats, terminal
 
     if quiet:
         print(f"profile-all: {report.meta.get('status')}, exit code {report.exit_code}: "
@@ -89,7 +89,7 @@ def _finish(report: Any, as_json: bool, quiet: bool) -> None:
     else:
         terminal.render(report, err_console)
     if as_json:
-        sys.stdout.write(formats.findings_json(report) + "\n")
+        sys.stdout.write(output_formats.findings_json(report) + "\n")
     raise typer.Exit(report.exit_code)
 
 

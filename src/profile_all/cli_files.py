@@ -37,7 +37,7 @@ def ingest(
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
-    from profile_all.report import terminal
+    from profile_all.render import terminal
 
     terminal.render(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
                               max_field=max_field), ERR_CONSOLE)
@@ -54,7 +54,7 @@ def merge(
 ) -> None:
     """Merge the run directories of several nodes into one report, a rank column per row."""
     import profile_all as pa
-    from profile_all.report import terminal
+    from profile_all.render import terminal
 
     terminal.render(pa.merge(run_dirs, out, force=force, command=sys.argv), ERR_CONSOLE)
 
@@ -90,8 +90,8 @@ def show(
 ) -> None:
     """Print a run's report: its tables, or every row as CSV or JSON."""
     import profile_all as pa
-    from profile_all.report.formats import render_to
-    from profile_all.report.store import write_html
+    from profile_all.render.output_formats import render_to
+    from profile_all.runs.store import write_html
 
     report = pa.load(run_dir)
     if html:
@@ -111,7 +111,7 @@ def compare(
 ) -> None:
     """Compare two runs: each region's change in time, with its 95% interval and verdict."""
     import profile_all as pa
-    from profile_all.report.formats import render_compare
+    from profile_all.render.output_formats import render_compare
 
     table = pa.compare(run_a, run_b, fail_above=fail_above)
     for note in table.attrs.get("notes", []):  # first: what makes the runs unlike

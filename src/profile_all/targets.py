@@ -170,7 +170,7 @@ class ModelTarget:
                              f"{one_line(error)}") from None
 
     def run(self, *, own_process: bool, mode: str = "once") -> list[list[Any]]:
-        from profile_all.model import benchmark
+        from profile_all.model import timing_pass
 
         self.samples = []
         work, device = self._prepared(on_meta=mode == "meta")
@@ -186,7 +186,7 @@ class ModelTarget:
         if mode != "bench":
             work.marked()
             return []
-        rows, self.facts = benchmark.benchmark(self, work, device)
+        rows, self.facts = timing_pass.benchmark(self, work, device)
         return rows
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from profile_all import validate
 from profile_all.errors import UsageError
-from profile_all.report.store import load
+from profile_all.runs.store import load
 
 
 def _rank_of(path: str) -> int:

@@ -1,9 +1,10 @@
 """nsys (wrapper): Nsight Systems around the whole pass, with an NVTX range per region.
 
 The pass is launched as `nsys profile -t cuda,nvtx,osrt,cudnn,cublas ... -o
-artifacts/nsys python -m profile_all.runner.worker SPEC` (an argv list, no shell). Inside, every
-`pa.region` pushes and pops an NVTX range (torch.cuda.nvtx on a CUDA build of torch, the
-`nvtx` package otherwise), and with `module_ranges` every nn.Module forward does too.
+artifacts/nsys python -m profile_all.runner.inside.worker SPEC` (an argv list, no shell).
+Inside, every `pa.region` pushes and pops an NVTX range (torch.cuda.nvtx on a CUDA build
+of torch, the `nvtx` package otherwise), and with `module_ranges` every nn.Module forward
+does too.
 
 The report file exists only once nsys has exited, so the rows are made in the
 orchestrator, by `finish`: `nsys export --type sqlite`, then the sqlite reader (NVTX

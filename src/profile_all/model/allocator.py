@@ -33,7 +33,7 @@ import ctypes.util
 from collections.abc import Callable
 from typing import Any
 
-from profile_all.model.bench import Timing, measure
+from profile_all.model.timing_method import Timing, measure
 
 #: page faults per iteration above which an iteration is said to fault: 32 KB
 FAULTING = 8
@@ -62,7 +62,7 @@ def probe(step: Callable[[], Any], natural: Timing, *, warmup: int, iters: int |
     """`step` timed again with the heap held where `natural`'s iterations faulted (`iters`
     times, else adaptively within `budget_seconds`): {"median", "page_faults"}; {} where
     they did not, or glibc's mallopt is not there."""
-    from profile_all.model.bench import latency_statistics
+    from profile_all.model.timing_method import latency_statistics
 
     libc = _glibc() if natural.page_faults > FAULTING else None
     if libc is None or not _hold(libc):

@@ -19,7 +19,7 @@ by its caller; when its callees' scaled edge times add up to more than that, eac
 scaled down by the same factor so that together they hold exactly the node's value (a
 child never claims more than its parent, and their shares stay as pstats measured them).
 
-In a profile that profile-all made (`cprofile.prof`: the pass's `runner/passrun.py`
+In a profile that profile-all made (`cprofile.prof`: the pass's `runner/inside/pass_run.py`
 `run_target` is a root), profile-all's own frames and runpy's are left out (`OwnFrames`):
 the root is the target script's `<module>` (the one runpy's `exec` ran); an own frame
 called from the user's code (a region, `pa.step()`, the step hooks torch calls) is
@@ -48,7 +48,8 @@ MAX_NODES = 2000
 BUILTIN = "~"
 _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
 #: the pass's frame that runs the target: a profile holding it as a root is profile-all's
-_MARK_FILE, _MARK_FUNCTION = "/profile_all/runner/passrun.py", "run_target"
+#: (its file as named now, and as an earlier layout named it)
+_MARK_FILES, _MARK_FUNCTION = ("runner/inside/pass_run.py", "runner/passrun.py"), "run_target"
 _OWN_BUILTIN = re.compile(r"(?<![\w.])profile_all\.")
 #: the standard library's and installed packages' files, as a profile names them
 _LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
@@ -83,10 +84,10 @@ class OwnFrames:
 
 def own_frames(entries: dict[Any, tuple]) -> OwnFrames | None:
     """profile-all's frames when it made this profile (None for any other profile)."""
-    package = next((_slashed(f[0]).removesuffix("runner/passrun.py")
-                    for f, values in entries.items()
+    package = next((_slashed(f[0]).removesuffix(mark) for f, values in entries.items()
+                    for mark in _MARK_FILES
                     if not values[4] and f[2] == _MARK_FUNCTION
-                    and _slashed(f[0]).endswith(_MARK_FILE)), None)
+                    and _slashed(f[0]).endswith("/profile_all/" + mark)), None)
     if package is None:
         return None
     own = OwnFrames(package, ())

@@ -10,15 +10,11 @@ shown here; their rows (scope `compile`) stay in the frame.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from profile_all.readers import compile_ranges
-from profile_all.report import format as fmt
-
-if TYPE_CHECKING:
-    from profile_all.report.report import Report
 
 COLUMNS = ["pass", "event", "where", "reason", "seconds", "count"]
 
@@ -30,18 +26,18 @@ def without_machinery(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~machinery] if machinery.any() else rows
 
 
-def compiled_pass(report: Report) -> dict[str, Any] | None:
-    """The summary of the pass whose compilations the report shows: the first timing pass
-    that compiled, else the first pass that did."""
-    compiled = [p for p in report.meta.get("passes", []) if p.get("compilation")]
+def compiled_pass(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary of the pass whose compilations the report shows (of a run's `meta`):
+    the first timing pass that compiled, else the first pass that did."""
+    compiled = [p for p in meta.get("passes", []) if p.get("compilation")]
     return next((p for p in compiled if p.get("timing")), compiled[0] if compiled else None)
 
 
-def events(report: Report) -> pd.DataFrame:
+def events(meta: dict[str, Any]) -> pd.DataFrame:
     """COLUMNS: `compile` and `recompile` (a compiled frame: where it starts, the guard
     that failed, its Dynamo and backend seconds with its backward's), `graph break` (the
     user's line, the reason, how many graphs it broke)."""
-    chosen = compiled_pass(report)
+    chosen = compiled_pass(meta)
     if chosen is None:
         return pd.DataFrame(columns=COLUMNS)
     record = chosen["compilation"]
@@ -54,27 +50,14 @@ def events(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def compile_steps(report: Report) -> list[int]:
-    chosen = compiled_pass(report)
+def compile_steps(meta: dict[str, Any]) -> list[int]:
+    chosen = compiled_pass(meta)
     return list(chosen.get("compile_steps") or []) if chosen else []
 
 
-def compilation_table(report: Report) -> pd.DataFrame:
-    view = report.compilation()
-    if view.empty:
-        return view
-    cwd = report.meta.get("cwd", "")
-    return pd.DataFrame({
-        "event": view["event"],
-        "where": view["where"].map(lambda where: fmt.code_path(where, cwd)),
-        "time": view["seconds"].map(fmt.seconds),
-        "times": view["count"].map(fmt.count),
-        "reason": view["reason"].map(lambda text: text.splitlines()[0] if text else "")})
-
-
-def total_seconds(report: Report) -> float:
+def total_seconds(meta: dict[str, Any]) -> float:
     """The reference pass's compile time (every compilation, its backward's included)."""
-    chosen = compiled_pass(report)
+    chosen = compiled_pass(meta)
     if chosen is None:
         return 0.0
     return float(sum(end - start for start, end in chosen["compilation"]["intervals"]))

@@ -8,7 +8,7 @@ environment and stdin/stdout/stderr (file descriptors over a Unix socket), forks
 reports the child's pid and, once it has ended, how. The child makes a session of its
 own, takes those descriptors as 0, 1 and 2, the folder and the environment, reseeds
 Python's, numpy's and torch's CPU generators (a fresh interpreter seeds them from the
-OS), and runs the worker exactly as `python -m profile_all.runner.worker SPEC` would: the
+OS), and runs the worker exactly as `python -m profile_all.runner.inside.worker SPEC` would: the
 target sees its own argv, `__main__`, folder on sys.path and cwd.
 
 The server never touches CUDA (forking after CUDA is initialised is unsafe): it imports,
@@ -83,9 +83,9 @@ def _run_child(request: dict[str, Any], fds: list[int], channel: socket.socket,
     code = 1
     try:
         _become(request, fds, channel, grouped)
-        sys.argv = [str(Path(__file__).with_name("worker.py")), request["spec"]]
-        from profile_all.runner import worker
+        from profile_all.runner.inside import worker
 
+        sys.argv = [worker.__file__, request["spec"]]  # as `python -m ...worker SPEC` has it
         code = worker.main(sys.argv)
     except SystemExit as error:
         code = error.code if isinstance(error.code, int) else 1

@@ -1,11 +1,11 @@
 """How a pass's worker is started: by itself, or on torch's own launcher for several ranks.
 
 With several ranks, every pass is `python -m torch.distributed.run [options] -m
-profile_all.runner.worker SPEC`: torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ... as
-it would for `torchrun train.py`, each rank's worker runs the pass's backends around the
-target and writes its own result, and torchrun's failure handling (one rank fails: the
-others are stopped with SIGTERM) ends the pass. `--max-restarts` stays 0: a restarted
-rank would measure its work twice.
+profile_all.runner.inside.worker SPEC`: torchrun sets RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR, ... as it would for `torchrun train.py`, each rank's worker runs the pass's
+backends around the target and writes its own result, and torchrun's failure handling (one
+rank fails: the others are stopped with SIGTERM) ends the pass. `--max-restarts` stays 0:
+a restarted rank would measure its work twice.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Launch:
             raise UsageError(f"--nproc-per-node {self.nproc_per_node}: {error}") from None
 
     def argv(self, pass_index: int, worker: list[str]) -> list[str]:
-        """torchrun's command for one pass; `worker` is `-m profile_all.runner.worker SPEC`."""
+        """torchrun's command for one pass; `worker` is
+        `-m profile_all.runner.inside.worker SPEC`."""
         argv = [sys.executable, "-m", "torch.distributed.run",
                 f"--nproc-per-node={self.nproc_per_node}", f"--nnodes={self.nnodes}",
                 "--max-restarts=0"]

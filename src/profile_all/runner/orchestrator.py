@@ -18,16 +18,17 @@ import pandas as pd
 
 from profile_all import backends, environment, region_log, validate
 from profile_all.report import derived
-from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.report.store import save
+from profile_all.report.report import Report
+from profile_all.report.run_data import FORMAT_VERSION
 from profile_all.rows import COLUMNS, Facts
-from profile_all.runner import forkserver, outcome, pass_process, process, trust
+from profile_all.runner import child_processes, forkserver, outcome, pass_process, run_checks
+from profile_all.runner.inside.pass_run import PassRun
 from profile_all.runner.launch import Launch
-from profile_all.runner.passrun import PassRun
 from profile_all.runner.plan import Pass, plan_passes
-from profile_all.runner.rundir import RunDirectory
 from profile_all.runner.setup import Observer, Setup, check_steps, setup_run
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runs.folder import RunDirectory
+from profile_all.runs.store import save
 from profile_all.targets import ModelTarget, ScriptTarget
 
 
@@ -49,7 +50,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
     other than the timing pass end the target after that many steps (default
     DEFAULT_PASS_STEPS; "all": run whole); `max_steps`: every pass does, the timing pass
     too. A target without steps runs whole in every pass."""
-    stops = process.StopRequests()
+    stops = child_processes.StopRequests()
     with stops.installed() if isolate else contextlib.nullcontext():
         setup = setup_run(target, backend_names, timeout, isolate, options, launch, repeat,
                        fresh_processes, peak_flops)
@@ -60,10 +61,10 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         return _run(setup, out, stops)
 
 
-def _run(setup: Setup, out: Path | None, stops: process.StopRequests) -> Report:
+def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) -> Report:
     # started first: it imports torch while the folder is made
     server = forkserver.ForkServer(
-        [*setup.preimport, "profile_all.runner.worker",
+        [*setup.preimport, "profile_all.runner.inside.worker",
          *{cls.__module__ for cls in setup.selection.runnable}],
         dict(os.environ, PYTHONUNBUFFERED="1")) if setup.forked else None
     try:
@@ -170,7 +171,7 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
-                stops: process.StopRequests, server: forkserver.ForkServer | None) -> Ran:
+                stops: child_processes.StopRequests, server: forkserver.ForkServer | None) -> Ran:
     """Each pass in turn, in a worker or in this process, until one is interrupted."""
     ran = Ran()
     for run_pass in passes:
@@ -185,7 +186,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             # model's timing pass too, always: its latency is the user's process's, and a
             # process forked from the server starts from the server's allocator state
             # (small_cnn, one thread: 2.9 ms forked against 4.1 ms in fresh processes,
-            # the difference the page faults of glibc's heap trimming; model/bench.py)
+            # the difference the page faults of glibc's heap trimming; model/timing_method.py)
             fresh = run_pass.timing and (setup.repeat > 1 or setup.is_model)
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
                                      None if fresh else server,
@@ -210,10 +211,10 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
     return ran
 
 
-def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequests,
+def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
           forked: bool) -> dict[str, Any]:
     target, results = setup.target, ran.results
-    trust.add_overheads(ran.summaries, ran.step_times, comparable=not setup.is_model)
+    run_checks.add_overheads(ran.summaries, ran.step_times, comparable=not setup.is_model)
     status, exit_code = outcome.run_ending(ran.summaries, ran.status, stops.signum)
     meta = {
         "format": FORMAT_VERSION,
@@ -229,7 +230,7 @@ def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequest
         "passes_not_run": [p.index for p in passes[len(ran.summaries):]],
         "skipped_backends": setup.selection.skipped,
         "backend_facts": backends.facts_of(cls.name for cls in setup.selection.runnable),
-        "doubts": trust.doubts(ran.summaries, results, ran.step_times,
+        "doubts": run_checks.doubts(ran.summaries, results, ran.step_times,
                                [cls.name for cls in setup.selection.runnable
                                 if not cls.sees_children], not setup.is_model),
         "preimported": setup.preimport,
@@ -265,7 +266,7 @@ def _model_meta(setup: Setup, results: list[PassResult]) -> dict[str, Any]:
             "timing_passes": [{"pass": r.number, **r.target_facts} for r in timed]}
 
 
-def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: process.StopRequests,
+def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
             forked: bool) -> Report:
     """The Report of the run: every rank's rows, and the rates derived from them."""
     meta = _meta(setup, ran, passes, stops, forked)

@@ -2,7 +2,7 @@
 interpreter, or under torchrun or nsys), its output teed to the pass logs, stopped on a
 timeout or a stop signal, and its ranks' results read back (or recovered from journals).
 
-Each pass is `python -m profile_all.runner.worker SPEC` in a session of its own. Because
+Each pass is `python -m profile_all.runner.inside.worker SPEC` in a session of its own. Because
 the worker is not in our process group, a Ctrl-C reaches only us, and we pass it on: the
 target sees KeyboardInterrupt as it would, the pass is finished and written, and no
 further pass runs.
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from profile_all import backends
-from profile_all.runner import forkserver, process, spec
+from profile_all.runner import child_processes, forkserver, spec
 from profile_all.runner.launch import Launch
-from profile_all.runner.rundir import RunDirectory
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runs.folder import RunDirectory
 
 
 @dataclass
@@ -42,11 +42,11 @@ def wrappers(pass_spec: PassSpec) -> list[Any]:
 
 
 def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
-           server: forkserver.ForkServer | None, stops: process.StopRequests) -> Any:
-    """The pass's process; `process.Stopped` when a stop signal comes while the fork server
+           server: forkserver.ForkServer | None, stops: child_processes.StopRequests) -> Any:
+    """The pass's process; `child_processes.Stopped` when a stop signal comes while the fork server
     is still importing (seconds on a loaded machine), which it then does not wait for."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    worker = ["-m", "profile_all.runner.worker", str(spec_path)]
+    worker = ["-m", "profile_all.runner.inside.worker", str(spec_path)]
     argv = launch.argv(pass_spec.number, worker) if launch.distributed \
         else [sys.executable, *worker]
     wrapping = wrappers(pass_spec)
@@ -61,7 +61,7 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
-        stops: process.StopRequests, server: forkserver.ForkServer | None,
+        stops: child_processes.StopRequests, server: forkserver.ForkServer | None,
         echo: bool = True) -> Ended:
     """Run one pass in a worker (a worker per rank under torchrun); its output to the pass
     logs, and to ours with `echo`. A rank that died without a result gets what its
@@ -71,12 +71,12 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
     spec_path.write_bytes(pass_spec.to_json())
     try:
         pass_process = _start(pass_spec, spec_path, launch, server, stops)
-    except process.Stopped as stopped:
+    except child_processes.Stopped as stopped:
         return Ended(signal.Signals(stopped.signum).name,
                      [spec.not_started(pass_spec, stopped.signum)], [])
-    tees = [process.Tee(pass_process.stdout, "stdout",
+    tees = [child_processes.Tee(pass_process.stdout, "stdout",
                         run_dir.artifacts / f"pass{number}.stdout.log", echo),
-            process.Tee(pass_process.stderr, "stderr",
+            child_processes.Tee(pass_process.stderr, "stderr",
                         run_dir.artifacts / f"pass{number}.stderr.log", echo)]
     for tee in tees:
         tee.start()
@@ -86,11 +86,11 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
             pass_process.wait(timeout)
     except subprocess.TimeoutExpired:
         how = "timeout"
-        process.stop(pass_process, signal.SIGTERM, stops)
-    except process.Stopped as stopped:  # the same signal for the target, as it would get
+        child_processes.stop(pass_process, signal.SIGTERM, stops)
+    except child_processes.Stopped as stopped:  # the same signal for the target, as it would get
         how = signal.Signals(stopped.signum).name
-        process.stop(pass_process, stopped.signum, stops)
-    left = process.end_leftovers(pass_process)  # they may hold the pipes open
+        child_processes.stop(pass_process, stopped.signum, stops)
+    left = child_processes.end_leftovers(pass_process)  # they may hold the pipes open
     for tee in tees:
         tee.join(timeout=5)
     max_rss = pass_process.max_rss if isinstance(pass_process, forkserver.ForkedPass) else None

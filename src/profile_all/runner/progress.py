@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.runner.plan import Pass
 
 

@@ -65,7 +65,7 @@ class PassSpec:
 @dataclasses.dataclass(frozen=True)
 class PassResult:
     """One rank's pass: its rows (COLUMNS order), per-call samples, native files, how its
-    target ended (passrun.Outcome as a dict), what its backends lost, and what the pass
+    target ended (pass_run.Outcome as a dict), what its backends lost, and what the pass
     saw of the target (steps, children, the model benchmark's facts)."""
 
     number: int

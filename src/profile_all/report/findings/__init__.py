@@ -18,7 +18,7 @@ from profile_all.report.findings import compiling, device, memory, timing, trust
 from profile_all.report.findings.finding import COLUMNS, Finding
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
          timing.input_bound, timing.where_time_goes, timing.warm_up,
@@ -26,7 +26,7 @@ RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_bre
          device.communication, device.efficiency, trust.doubts, trust.straggler)
 
 
-def findings(report: Report) -> pd.DataFrame:
+def findings(report: RunData) -> pd.DataFrame:
     """A row per finding (COLUMNS), most important first."""
     found: list[Finding] = [one for rule in RULES for one in rule(report)]
     found.sort(key=lambda one: -one.weight)

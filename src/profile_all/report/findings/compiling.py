@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profile_all import units as fmt
 from profile_all.report import compilation
-from profile_all.report import format as fmt
 from profile_all.report.findings.finding import Finding
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 _WARM_START = ("keep Inductor's caches for warm starts (on by default in "
                "/tmp/torchinductor_$USER; TORCHINDUCTOR_CACHE_DIR on a disk that persists), "
@@ -28,15 +28,15 @@ def _steps(numbers: list[int]) -> str:
     return f"step{'s' if len(numbers) > 1 else ''} {shown}"
 
 
-def compile_time(report: Report) -> list[Finding]:
+def compile_time(report: RunData) -> list[Finding]:
     """The time compiling, as a share of the pass's run, and the steps it fell in."""
-    chosen = compilation.compiled_pass(report)
-    seconds = compilation.total_seconds(report)
+    chosen = compilation.compiled_pass(report.meta)
+    seconds = compilation.total_seconds(report.meta)
     if chosen is None or not seconds:
         return []
     run = chosen.get("target_wall_time") or 0.0
     share = seconds / run if run else float("nan")
-    steps = compilation.compile_steps(report)
+    steps = compilation.compile_steps(report.meta)
     held = (f"; it fell in {_steps(steps)}, left out of per-step statistics" if steps else "")
     graphs = chosen["compilation"].get("graphs", 0)
     return [Finding(
@@ -48,7 +48,7 @@ def compile_time(report: Report) -> list[Finding]:
         suggestion=_WARM_START)]
 
 
-def recompiles_and_breaks(report: Report) -> list[Finding]:
+def recompiles_and_breaks(report: RunData) -> list[Finding]:
     """Each recompile (the guard that failed, where) and each graph break (why, where)."""
     events = report.compilation()
     if events.empty:

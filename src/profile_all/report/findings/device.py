@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.report.findings.finding import Finding, latency_doubt
 from profile_all.report.findings.peaks import datasheet_peak
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 #: device idle above this share of the traced time: launch- or CPU-bound
 IDLE = 0.3
@@ -27,7 +27,7 @@ _SYNC_CALLS = ("Synchronize",)
 _SCALAR_READS = ("aten::_local_scalar_dense", "aten::item")
 
 
-def _trace_totals(report: Report) -> pd.DataFrame:
+def _trace_totals(report: RunData) -> pd.DataFrame:
     """Per backend, pass and rank that traced a device: host span and summed device time."""
     frame = report.frame
     trace = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
@@ -39,7 +39,7 @@ def _trace_totals(report: Report) -> pd.DataFrame:
     return table.dropna(subset=["wall_time", "gpu_time"]).reset_index()
 
 
-def idle(report: Report) -> list[Finding]:
+def idle(report: RunData) -> list[Finding]:
     out = []
     kernels = report.kernels()
     for _, traced in _trace_totals(report).iterrows():
@@ -71,7 +71,7 @@ def idle(report: Report) -> list[Finding]:
     return out
 
 
-def syncs(report: Report) -> list[Finding]:
+def syncs(report: RunData) -> list[Finding]:
     """Host-device syncs in the loop: explicit ones, and `.item()` reads of device scalars."""
     if report.kernels().empty:
         return []
@@ -99,7 +99,7 @@ def syncs(report: Report) -> list[Finding]:
                    "synchronize() in the loop; keep tensors on the device")]
 
 
-def communication(report: Report) -> list[Finding]:
+def communication(report: RunData) -> list[Finding]:
     """Each rank's device time in NCCL kernels, and how much of it computation overlapped
     (HTA's communication-computation overlap), where the trace says."""
     frame = report.frame
@@ -130,7 +130,7 @@ def communication(report: Report) -> list[Finding]:
     return out
 
 
-def efficiency(report: Report) -> list[Finding]:
+def efficiency(report: RunData) -> list[Finding]:
     """A model's achieved FLOP/s against the peak: --peak-flops, else the datasheet's."""
     frame = report.frame
     achieved = frame[(frame["metric"] == "achieved_flops") & (frame["scope"] == "model")]

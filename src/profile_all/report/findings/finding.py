@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 #: Report.findings()'s columns: the rule, the sentence, how much (a share of step or run
 #: time, and an amount in `unit`), the evidence (which backends and rows), what to try
@@ -33,7 +33,7 @@ class Finding:
                 self.suggestion]
 
 
-def timer(report: Report) -> tuple[str, str] | None:
+def timer(report: RunData) -> tuple[str, str] | None:
     """(backend, metric) of the backend that times regions and steps on the host."""
     for name, facts in report.facts.items():
         if facts.region_timer == "wall_time":
@@ -41,7 +41,7 @@ def timer(report: Report) -> tuple[str, str] | None:
     return None
 
 
-def totals(report: Report, backend: str, scope: str, metric: str = "wall_time",
+def totals(report: RunData, backend: str, scope: str, metric: str = "wall_time",
            stat: str = "total") -> pd.DataFrame:
     """(name, parent, value) of `backend`'s `scope` rows, the median over passes and ranks."""
     frame = report.frame
@@ -50,7 +50,7 @@ def totals(report: Report, backend: str, scope: str, metric: str = "wall_time",
     return picked.groupby(["name", "parent"], sort=False)["value"].median().reset_index()
 
 
-def step_samples(report: Report, backend: str) -> pd.Series:
+def step_samples(report: RunData, backend: str) -> pd.Series:
     """Each step's time in order, from `backend`'s first pass and rank that has them."""
     samples = report.samples
     steps = samples[(samples["backend"] == backend) & (samples["scope"] == "step")]
@@ -60,7 +60,7 @@ def step_samples(report: Report, backend: str) -> pd.Series:
     return first["value"].reset_index(drop=True)
 
 
-def base_time(report: Report, backend: str, longest: float = 0.0) -> tuple[float, str]:
+def base_time(report: RunData, backend: str, longest: float = 0.0) -> tuple[float, str]:
     """(the time shares are of, what it is): all steps, else the whole run; the whole run
     too when the steps are shorter than the `longest` thing to be shared out (a region
     outside the steps: 5.7 s of sleep after 0.28 s of steps was "2035.9% of the step time")."""
@@ -72,7 +72,7 @@ def base_time(report: Report, backend: str, longest: float = 0.0) -> tuple[float
     return (float(run["value"].iloc[0]), "run time") if not run.empty else (math.nan, "")
 
 
-def latency_doubt(report: Report) -> str:
+def latency_doubt(report: RunData) -> str:
     """What a figure resting on a model's median latency must say beside it when that
     latency was unstable (its coefficient of variation over 10%): '' when it was not."""
     model = report.meta.get("model", {})

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.report.findings.finding import Finding, latency_doubt
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 #: growth over the measured window worth saying: this share of the RSS, and this many bytes
 GROWTH_SHARE = 0.1
@@ -42,7 +42,7 @@ _GROWING = (("rss", "process", "RSS", GROWTH_SAMPLES, GROWTH_SECONDS),
             ("cuda", "allocated", "CUDA memory allocated", GROWTH_STEPS, 0.0))
 
 
-def growth(report: Report) -> list[Finding]:
+def growth(report: RunData) -> list[Finding]:
     """RSS, or CUDA memory step after step, rising steadily over a pass after its first
     quarter (start-up allocations), torch.compile's compilations left out."""
     timeline = report.timeline
@@ -72,7 +72,7 @@ def growth(report: Report) -> list[Finding]:
     return out
 
 
-def _outside_compilation(samples: pd.DataFrame, report: Report, run_pass: int
+def _outside_compilation(samples: pd.DataFrame, report: RunData, run_pass: int
                          ) -> pd.DataFrame:
     """The samples taken while torch.compile was not compiling in the pass: compiling
     takes memory for seconds (46.9 MiB over 1.35 s of a recompile), which is no leak."""
@@ -105,7 +105,7 @@ def _grown(samples: pd.DataFrame, fewest: int, seconds: float) -> tuple | None:
     return grown, span, (slope, r), len(samples)
 
 
-def near_capacity(report: Report) -> list[Finding]:
+def near_capacity(report: RunData) -> list[Finding]:
     """A peak above NEAR_CAPACITY of the host's memory or the device's."""
     environment = report.meta.get("environment", {})
     out = []
@@ -133,7 +133,7 @@ def near_capacity(report: Report) -> list[Finding]:
 ALLOCATOR_SHARE = 0.05
 
 
-def allocator(report: Report) -> list[Finding]:
+def allocator(report: RunData) -> list[Finding]:
     """A model's CPU latency that holds the allocator's page faults: its iterations
     faulted pages in, and ran over ALLOCATOR_SHARE faster with the heap held."""
     latency = report.latency()

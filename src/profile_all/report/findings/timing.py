@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from profile_all import units as fmt
 from profile_all.report import compilation
-from profile_all.report import format as fmt
 from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 #: a share of step (or run) time above which data loading makes a training loop input-bound
 INPUT_BOUND = 0.2
@@ -38,7 +38,7 @@ _STEP_WORK = re.compile(r"(?:^|[_\W])(?:forward|fwd|backward|bwd|optim\w*|step)(
                         re.IGNORECASE)
 
 
-def _outside_step_work(report: Report, backend: str) -> tuple[float, str, str, str] | None:
+def _outside_step_work(report: RunData, backend: str) -> tuple[float, str, str, str] | None:
     """(share of step time outside the forward, backward and optimizer regions, ...) where
     the step's own regions are marked: data loading, logging, host work."""
     base, what = base_time(report, backend)
@@ -65,7 +65,7 @@ def _outside_step_work(report: Report, backend: str) -> tuple[float, str, str, s
 _LOADING = "loading data"
 
 
-def _input_sources(report: Report) -> list[tuple[float, str, str, str]]:
+def _input_sources(report: RunData) -> list[tuple[float, str, str, str]]:
     """(share of time in loading data, of what time, evidence, what it is) from every
     backend that saw it."""
     found = []
@@ -112,7 +112,7 @@ _WITH_WORKERS = re.compile(r"_MultiProcessingDataLoaderIter|dataloader\.py:\d+\(
 _WITHOUT_WORKERS = re.compile(r"_SingleProcessDataLoaderIter|fetch\.py:\d+\(fetch\)")
 
 
-def _input_suggestion(report: Report) -> str:
+def _input_suggestion(report: RunData) -> str:
     """What to try, by whether the DataLoader already had workers (when the names say)."""
     names = pd.Series(report.frame["name"].unique(), dtype=str)
     if names.str.contains(_WITH_WORKERS).any():
@@ -127,7 +127,7 @@ def _input_suggestion(report: Report) -> str:
             "cache what is preprocessed")
 
 
-def input_bound(report: Report) -> list[Finding]:
+def input_bound(report: RunData) -> list[Finding]:
     sources = _input_sources(report)
     if not sources:
         return []
@@ -141,7 +141,7 @@ def input_bound(report: Report) -> list[Finding]:
         suggestion=_input_suggestion(report))]
 
 
-def _where_in_regions(report: Report, backend: str) -> list[Finding]:
+def _where_in_regions(report: RunData, backend: str) -> list[Finding]:
     regions = totals(report, backend, "region")
     base, what = base_time(report, backend, regions["value"].max() if len(regions) else 0.0)
     if regions.empty or not base > 0:
@@ -171,7 +171,7 @@ def _where_in_regions(report: Report, backend: str) -> list[Finding]:
     return out
 
 
-def _on_device(report: Report, name: str, parent: str) -> str:
+def _on_device(report: RunData, name: str, parent: str) -> str:
     """What a tracer saw of the same region on the device, for the evidence."""
     frame = report.frame
     seen = frame[(frame["scope"] == "region") & (frame["name"] == name)
@@ -189,7 +189,7 @@ _WAITS = re.compile(r"\{(?:method '(?:poll|select|acquire|wait|recv\w*|get)' of 
                     r"select\.select|posix\.(?:read|waitpid)))\}")
 
 
-def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
+def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     """Without regions: the operators (or functions) with most self time, as a share of
     their own pass's step time (else of all their self time). A function that only waits
     (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
@@ -221,7 +221,7 @@ def _where_in_rows(report: Report, scope: str, kind: str) -> list[Finding]:
     return out
 
 
-def where_time_goes(report: Report) -> list[Finding]:
+def where_time_goes(report: RunData) -> list[Finding]:
     """The regions that hold most of a step (looking inside one that holds it all), else
     the operators, else the functions, with most self time."""
     clock = timer(report)
@@ -233,7 +233,7 @@ def where_time_goes(report: Report) -> list[Finding]:
     return found
 
 
-def warm_up(report: Report) -> list[Finding]:
+def warm_up(report: RunData) -> list[Finding]:
     """The first steps much slower than the steady ones (compilation, autotuning, caches)."""
     clock = timer(report)
     steps = step_samples(report, clock[0]) if clock else pd.Series(dtype="float64")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.report.findings.finding import Finding
 
 if TYPE_CHECKING:
-    from profile_all.report.report import Report
+    from profile_all.report.run_data import RunData
 
 #: a rank this much slower than the median rank (share of the median) is a straggler
 STRAGGLER = 0.1
@@ -17,7 +17,7 @@ STRAGGLER = 0.1
 _SERIOUS = ("the clean timing pass", "passes did different work")
 
 
-def ended_badly(report: Report) -> list[Finding]:
+def ended_badly(report: RunData) -> list[Finding]:
     """The target's own failure, first: every figure covers the run only up to it, and the
     hot spots of a script that failed at its start say nothing of the script."""
     passes = report.meta.get("passes", [])
@@ -45,7 +45,7 @@ def ended_badly(report: Report) -> list[Finding]:
                       if first["status"] == "timeout" else "fix it, and run again"))]
 
 
-def doubts(report: Report) -> list[Finding]:
+def doubts(report: RunData) -> list[Finding]:
     """Every doubt the run recorded and every loss a backend reported, as findings: the
     noisy clean pass and passes that did different work weigh more than the others."""
     out = [Finding("trust", line, weight=0.35 if line.startswith(_SERIOUS) else 0.1,
@@ -61,7 +61,7 @@ def doubts(report: Report) -> list[Finding]:
     return out
 
 
-def straggler(report: Report) -> list[Finding]:
+def straggler(report: RunData) -> list[Finding]:
     """The slowest rank of the run's (or steps') total time, when it lags the median."""
     ranks = report.ranks()
     if ranks.empty:

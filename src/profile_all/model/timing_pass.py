@@ -10,7 +10,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from profile_all.model import allocator, bench, build
+from profile_all.model import allocator, build, timing_method
 from profile_all.rows import row
 
 SEARCH_WARMUP = 2
@@ -33,7 +33,8 @@ def _rss_peak() -> float:
     return float("nan")
 
 
-def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.BatchPoint | None:
+def _batch_point(target: Any, model: Any, device: Any,
+                 batch: int) -> timing_method.BatchPoint | None:
     import torch
 
     on_gpu = device.type == "cuda"
@@ -44,7 +45,7 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
             _rss_peak_reset()
         inputs = build.make_inputs(target.input_shapes, target.dtype, device, batch)
         work = build.Work(model, inputs, target.train)
-        timing = bench.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
+        timing = timing_method.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
                                budget_seconds=SEARCH_BUDGET_SECONDS, min_seconds=0.3)
         peak = torch.cuda.max_memory_allocated(device) if on_gpu else _rss_peak()
     except torch.cuda.OutOfMemoryError:
@@ -60,7 +61,8 @@ def _batch_point(target: Any, model: Any, device: Any, batch: int) -> bench.Batc
         inputs = work = None
         gc.collect()
         return None
-    return bench.BatchPoint(batch, bench.latency_statistics(timing.samples)["median"], peak)
+    median = timing_method.latency_statistics(timing.samples)["median"]
+    return timing_method.BatchPoint(batch, median, peak)
 
 
 #: block medians further apart than this share of the median, and than BLOCK_SPREAD_CI
@@ -87,10 +89,10 @@ def _blocks(samples: list[float], stats: dict[str, float]) -> dict[str, Any]:
 
 
 def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any]], dict]:
-    timing = bench.measure(work.marked, device=device, warmup=target.warmup,
+    timing = timing_method.measure(work.marked, device=device, warmup=target.warmup,
                            iters=target.iters, budget_seconds=target.budget_seconds,
                            warmup_step=work.plain)
-    stats = bench.latency_statistics(timing.samples)
+    stats = timing_method.latency_statistics(timing.samples)
     batch = target.input_shapes[0][0]
     name = work.region_name
     rows = [row("model", name, "latency", value, stat=stat)
@@ -107,13 +109,13 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
              row("model", name, "fps", batch / stats["median"], stat="median", unit="1/s")]
     target.samples = [("model", name, "", "latency", list(timing.samples))]
     facts = {"clock": timing.clock, "device": str(device), "region": name,
-             "unstable": stats["cv"] > bench.UNSTABLE_CV, "cv": stats["cv"],
+             "unstable": stats["cv"] > timing_method.UNSTABLE_CV, "cv": stats["cv"],
              "median": stats["median"], "ci95_low": stats["ci95_low"],
              "ci95_high": stats["ci95_high"], "page_faults": timing.page_faults, **blocks}
-    facts["measured_peak_flops"], facts["measured_peak_how"] = bench.measured_peak(
+    facts["measured_peak_flops"], facts["measured_peak_how"] = timing_method.measured_peak(
         device, target.dtype)
     if target.batch_search:
-        points = bench.search_batch_size(
+        points = timing_method.search_batch_size(
             lambda b: _batch_point(target, work.model, device, b),
             on_gpu=device.type == "cuda", max_memory=target.max_memory)
         for point in sorted(points, key=lambda p: p.batch_size):

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from profile_all.report import format as fmt
-from profile_all.report import sections, tables
-from profile_all.report.problems import problems
-from profile_all.report.status import steps_line
+from profile_all import units as fmt
+from profile_all.render import sections, tables
+from profile_all.render.problems import problems
+from profile_all.render.status import steps_line
 from profile_all.safe_text import visible
 
 if TYPE_CHECKING:

@@ -6,13 +6,14 @@ in `tables` and one line here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import compilation, model_tables, tables
+from profile_all.render import model_tables, tables
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -35,6 +36,17 @@ class Section:
     long: bool = False
     #: shown in the terminal too (the environment and native files are there as lines)
     in_terminal: bool = True
+    #: the scopes of the rows it shows: its title names the backends those rows came from
+    #: (`Functions by self time (cprofile)`), whichever made them, a plug-in's too
+    scopes: tuple[str, ...] = ()
+
+    def titled(self, report: Report) -> Section:
+        """This section, its title naming the backends of its rows."""
+        if not self.scopes:
+            return self
+        rows = report.frame[report.frame["scope"].isin(self.scopes)]
+        sources = ", ".join(dict.fromkeys(rows["backend"]))
+        return dataclasses.replace(self, title=f"{self.title} ({sources})") if sources else self
 
 
 SECTIONS = (
@@ -48,19 +60,22 @@ SECTIONS = (
     Section("modules", "Modules (FLOPs per counter)", model_tables.modules_table, long=True),
     Section("summary", "Run, steps and regions", tables.summary_table, long=True),
     Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
-            compilation.compilation_table,
+            tables.compilation_table,
             note="From torch's own records in the clean timing pass; the steps that held a "
                  "compilation are left out of per-step figures."),
     Section("ranks", "Across ranks (total time per rank)", tables.ranks_table, long=True,
             note="The straggler: each rank's total time, its spread ((max - min) / median) "
                  "and the slowest rank."),
-    Section("functions", "Functions by self time (cProfile)", tables.functions_table,
-            long=True),
-    Section("operators", "Operators", tables.operators_table, long=True),
-    Section("kernels", "Kernels by device time", tables.kernels_table, long=True),
-    Section("transfers", "Device copies and fills", tables.transfers_table, long=True),
-    Section("api", "CUDA API calls by host time", tables.api_table, long=True),
-    Section("lines", "Line-by-line memory", tables.lines_table, long=True),
+    Section("functions", "Functions by self time", tables.functions_table, long=True,
+            scopes=("function",)),
+    Section("operators", "Operators", tables.operators_table, long=True, scopes=("operator",)),
+    Section("kernels", "Kernels by device time", tables.kernels_table, long=True,
+            scopes=("kernel",)),
+    Section("transfers", "Device copies and fills", tables.transfers_table, long=True,
+            scopes=("memcpy", "memset")),
+    Section("api", "CUDA API calls by host time", tables.api_table, long=True,
+            scopes=("api",)),
+    Section("lines", "Line-by-line memory", tables.lines_table, long=True, scopes=("line",)),
     Section("native", "Native files", tables.native_files_table, in_terminal=False),
     Section("skipped", "Skipped backends", tables.skipped_table, in_terminal=False),
     Section("environment", "Environment", tables.environment_table, in_terminal=False),
@@ -81,7 +96,7 @@ def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown
         table = section.table(report)
         if table.empty:
             continue
-        out.append((section, *tables.cut(table, top if section.long else None)))
+        out.append((section.titled(report), *tables.cut(table, top if section.long else None)))
     return out
 
 

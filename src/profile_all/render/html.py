@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import orjson
 import pandas as pd
 
-from profile_all.report import charts, sections
-from profile_all.report.problems import problems
-from profile_all.report.status import steps_line
+from profile_all.render import charts, sections
+from profile_all.render.problems import problems
+from profile_all.render.status import steps_line
 from profile_all.safe_text import visible, visible_all
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def body(report: Report, with_charts: bool = False,
          shown: list[sections.Shown] | None = None, top: int | None = None) -> str:
     """The page's content, without <html> and <head>: every row of every table (`top`:
     the first rows of the long ones); the charts with plotly.js inlined `with_charts`
-    (Report._repr_html_ shows the rest: no 5 MB of script in a notebook cell)."""
+    (a Report in a notebook, render.notebook, shows the rest: no 5 MB of script in a cell)."""
     meta = report.meta
     target = meta.get("target", {})
     status = meta.get("status", "?")

@@ -1,4 +1,4 @@
-"""`python -m profile_all.runner.worker SPEC.json`: one pass in a process of its own.
+"""`python -m profile_all.runner.inside.worker SPEC.json`: one pass in a process of its own.
 
 Whatever way the target ends, what the backends measured reaches the result file named in
 the spec:
@@ -36,8 +36,8 @@ from typing import Any
 import psutil
 
 from profile_all.fileio import write_atomic
-from profile_all.runner import process
-from profile_all.runner.passrun import Outcome, PassRun, Terminated, stopped
+from profile_all.runner import child_processes
+from profile_all.runner.inside.pass_run import Outcome, PassRun, Terminated, stopped
 from profile_all.runner.spec import PassResult, PassSpec
 
 #: the worker's own pid, set as it starts (a worker forked from the fork server imported
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
         _real_os_exit(code)
 
     os._exit = exit_now
-    process.adopt_orphans()  # a child in a session of its own comes to us, not to init
+    child_processes.adopt_orphans()  # a child in a session of its own comes to us, not to init
     _watch_for_stuck_stop(pass_run, result_path)
     if spec.parent_pid:
         _watch_parent(spec.parent_pid)
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let collection finish
         signal.signal(signum, signal.SIG_IGN)
     result = dataclasses.replace(pass_run.finish(outcome),
-                                 left_running=process.end_escaped())
+                                 left_running=child_processes.end_escaped())
     os._exit = _real_os_exit
     _write_result(result_path, result)
     return outcome.exit_code

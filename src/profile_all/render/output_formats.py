@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
-from profile_all.report import markdown, tables, terminal
+from profile_all.render import markdown, tables, terminal
 from profile_all.safe_text import visible, visible_all
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import format as fmt
-from profile_all.report import sections
-from profile_all.report.problems import problems
-from profile_all.report.status import steps_line
+from profile_all import units as fmt
+from profile_all.render import sections
+from profile_all.render.problems import problems
+from profile_all.render.status import steps_line
 from profile_all.safe_text import visible
 
 if TYPE_CHECKING:

@@ -154,7 +154,7 @@ def load(run_dir: str | Path) -> Any:
     """A saved run's Report; a run written before the backends' facts were saved (format
     1) gets those of the backends installed here, by name."""
     from profile_all import backends
-    from profile_all.report.store import load as load_report
+    from profile_all.runs.store import load as load_report
 
     report = load_report(run_dir)
     if "backend_facts" not in report.meta:

@@ -13,8 +13,10 @@ import pyarrow.parquet
 from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
-from profile_all.report import checked, markdown, sections
-from profile_all.report.report import FORMAT_VERSION, Report, timeline_frame
+from profile_all.render import markdown, sections
+from profile_all.report import checked
+from profile_all.report.report import Report
+from profile_all.report.run_data import FORMAT_VERSION, timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
 
 #: the key of report.parquet's file metadata that says which run the rows are of
@@ -38,7 +40,7 @@ def save(report: Report, run_dir: Path) -> None:
     """report.parquet, report.csv, summary.md, report.html and meta.json, each written whole
     or not at all, into `run_dir`: the run directory, or the folder it is built in before
     it is renamed to `report.run_dir`."""
-    from profile_all.report import html  # matplotlib: only where a report is saved
+    from profile_all.render import html  # only where a report is saved
 
     report.meta.setdefault("run_id", uuid.uuid4().hex)
     with atomic_path(run_dir / "report.parquet") as tmp:
@@ -58,7 +60,7 @@ def save(report: Report, run_dir: Path) -> None:
 
 def write_html(report: Report) -> Path:
     """(Re)write report.html in the report's run directory; its path."""
-    from profile_all.report import html
+    from profile_all.render import html
 
     path = report.run_dir / "report.html"
     try:

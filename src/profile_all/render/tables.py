@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.rows import region_paths
 
 if TYPE_CHECKING:
@@ -232,3 +232,16 @@ def cut(frame: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, int]:
     if top is None:
         return frame, 0
     return frame.head(top), max(0, len(frame) - top)
+
+
+def compilation_table(report: Report) -> pd.DataFrame:
+    view = report.compilation()
+    if view.empty:
+        return view
+    cwd = report.meta.get("cwd", "")
+    return pd.DataFrame({
+        "event": view["event"],
+        "where": view["where"].map(lambda where: fmt.code_path(where, cwd)),
+        "time": view["seconds"].map(fmt.seconds),
+        "times": view["count"].map(fmt.count),
+        "reason": view["reason"].map(lambda text: text.splitlines()[0] if text else "")})

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from profile_all.report.call_icicle import call_icicle
+from profile_all.render.call_icicle import call_icicle
 from profile_all.rows import DERIVED, region_paths
 
 if TYPE_CHECKING:
@@ -118,12 +118,17 @@ def overheads(report: Report) -> Figure | None:
             "layout": layout}
 
 
+def sources(report: Report, scope: str) -> str:
+    """The backends whose rows of `scope` a chart draws, as its title names them."""
+    return ", ".join(dict.fromkeys(report.frame.loc[report.frame["scope"] == scope, "backend"]))
+
+
 def top_functions(report: Report) -> Figure | None:
     functions = report.functions(TOP)
     if functions.empty or "self_time" not in functions.columns:
         return None
     return _barh(list(functions["name"]), _ms(functions["self_time"]), "self time (ms)",
-                 f"Top {TOP} functions by self time (cProfile)")
+                 f"Top {TOP} functions by self time ({sources(report, 'function')})")
 
 
 def top_operators(report: Report) -> Figure | None:

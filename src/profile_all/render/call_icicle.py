@@ -44,6 +44,6 @@ def call_icicle(report: Report) -> dict[str, Any] | None:
                       "labels": calls["name"].tolist(), "values": [values[i] for i in ids],
                       "branchvalues": "total", "maxdepth": 6,
                       "hovertemplate": "%{label}<br>%{value:.3f} ms<extra></extra>"}],
-            "layout": {"title": {"text": "Call tree (cProfile): click a box to zoom",
+            "layout": {"title": {"text": f"Call tree ({first['backend']}): click a box to zoom",
                                  "x": 0, "xanchor": "left"},
                        "height": 520, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}

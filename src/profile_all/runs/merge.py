@@ -17,8 +17,8 @@ import pandas as pd
 
 from profile_all.errors import UsageError
 from profile_all.report.report import Report
-from profile_all.report.store import save
-from profile_all.runner.rundir import RunDirectory, load
+from profile_all.runs.folder import RunDirectory, load
+from profile_all.runs.store import save
 
 
 def _run_identity(report: Report) -> tuple:

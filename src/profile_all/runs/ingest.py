@@ -16,9 +16,10 @@ from profile_all.errors import UsageError
 from profile_all.readers import IngestError, limits
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
-from profile_all.report.report import FORMAT_VERSION, Report
-from profile_all.report.store import save
-from profile_all.runner.rundir import RunDirectory
+from profile_all.report.report import Report
+from profile_all.report.run_data import FORMAT_VERSION
+from profile_all.runs.folder import RunDirectory
+from profile_all.runs.store import save
 
 #: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
 TRACE_PATTERNS = ("*.json", "*.json.gz")

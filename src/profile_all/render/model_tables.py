@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report

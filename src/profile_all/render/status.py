@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report import format as fmt
+from profile_all import units as fmt
 from profile_all.report.counters import Counting
 from profile_all.rows import UNATTRIBUTED
 

@@ -1,6 +1,6 @@
 """One pass: start its backends, run the target, stop and collect, however the target ended.
 
-The same code runs in a worker process (`profile_all.runner.worker`) and in the caller's
+The same code runs in a worker process (`profile_all.runner.inside.worker`) and in the caller's
 process (`pa.run(..., isolate=False)`). Its result is a `PassResult` (JSON from a worker),
 so the orchestrator treats both alike.
 """
@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass, field
 from time import perf_counter
 from typing import Any
 
+import profile_all
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
+from profile_all.runner.inside.steps import StepClock, StepLimit
 from profile_all.runner.spec import PassResult, PassSpec
-from profile_all.runner.steps import StepClock, StepLimit
 from profile_all.target_profilers import ProfilerWatch
 from profile_all.targets import target_from_spec
 
@@ -58,7 +59,7 @@ def _exit_status(error: SystemExit) -> tuple[int, str]:
 
 
 #: frames of profile-all's own package and of runpy, left out of the target's traceback
-_OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+_OWN_FILES = (os.path.dirname(profile_all.__file__),
               os.path.join(os.path.dirname(os.__file__), "runpy"), "<frozen runpy>")
 
 

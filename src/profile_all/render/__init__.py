@@ -1,0 +1,1 @@
+"""Renderers: the Report as terminal tables, markdown, HTML, CSV and JSON."""

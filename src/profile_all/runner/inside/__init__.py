@@ -1,0 +1,1 @@
+"""Inside a pass's process: the worker, the pass's run, its steps."""
