@@ -47,7 +47,7 @@ SAVE = """
 import sys, time
 started = time.perf_counter()
 import profile_all as pa
-from profile_all.report.store import save
+from profile_all.runs.store import save
 report = pa.load(sys.argv[1])
 loaded = time.perf_counter()
 save(report, __import__("pathlib").Path(sys.argv[2]))
