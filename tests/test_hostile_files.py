@@ -167,3 +167,95 @@ def test_a_file_whose_reading_would_not_fit_the_free_memory_is_refused():
                                                   r"free: refused, not read"):
         bound.fits_memory("big.json", int(free * 2), chrome_trace.PEAK_PER_BYTE - 1)
     bound.fits_memory("small.json", 100 * MIB, chrome_trace.PEAK_PER_BYTE - 1)
+
+
+def test_an_event_too_long_is_refused_when_another_follows_it(tmp_path):
+    """The event across a chunk's edge is measured to the next event's start: a 12 MiB
+    args value followed by an event was once parsed whole, and accepted."""
+    path = tmp_path / "bigargs.json"
+    with open(path, "wb") as stream:
+        stream.write(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
+                     b'"pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {"x": "')
+        for _ in range(12):
+            stream.write(b"b" * MIB)
+        stream.write(b'"}}, ' + json.dumps(GOOD[1]).encode() + b"]}")
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, "an event is at least 8 MiB long")
+
+
+def test_an_nsys_csv_line_too_long_is_refused_before_it_is_held(tmp_path):
+    header = (b"Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
+              b"StdDev (ns),Style,Range\n")
+    path = tmp_path / "nvtx_sum.csv.xz"
+    with lzma.open(path, "wb", preset=1) as stream:
+        stream.write(header)
+        stream.write(b"100.0,10,1,10,10,10,10,0,PushPop,")
+        for _ in range(40):
+            stream.write(b"r" * MIB)
+        stream.write(b"\n")
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, "a line is over ")
+
+
+def test_pstats_of_the_wrong_values_is_one_line_and_nothing_on_stdout(tmp_path):
+    path = tmp_path / "c.prof"
+    path.write_bytes(marshal.dumps({("f", 1, "g"): (1, 1, 0.1, 0.2, {}),
+                                    ("x", 1, "y"): compile("1", "a", "eval")}))
+    out = tmp_path / "out"
+    done = profile_all("ingest", path, "-o", out)
+    _refused(done, out, str(path))
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("rank, said", [("9" * 5000, "not a rank"),
+                                        ("1" + "0" * 30, "not a rank"), (2**40, "not a rank")])
+def test_a_rank_beyond_any_job_is_one_line(tmp_path, rank, said):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": GOOD}))
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, said)
+
+
+def test_a_trace_with_kernels_but_no_runtime_calls_is_read(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
+         "dur": 5},
+        {"ph": "X", "cat": "user_annotation", "name": "region", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 60},
+        {"ph": "X", "cat": "kernel", "name": "kern", "pid": 0, "tid": 7, "ts": 3, "dur": 2,
+         "args": {"correlation": 1}}]}))
+    done = profile_all("ingest", path, "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    frame = pa.load(tmp_path / "out").frame
+    assert (frame["name"] == "kern").any() and (frame["name"] == "region").any()
+
+
+@pytest.mark.parametrize("table, column", [("NVTX_EVENTS", "globalTid"),
+                                           ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
+                                           ("ENUM_NSYS_EVENT_CLASS", "id")])
+def test_an_nsys_sqlite_whose_ids_hold_text_is_no_traceback(tmp_path, table, column):
+    path = tmp_path / "export.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("create table StringIds (id integer primary key, value text)")
+    db.execute("create table NVTX_EVENTS (start integer, end integer, text text, "
+               "textId integer, eventType integer, globalTid integer, domainId integer)")
+    db.execute("create table CUPTI_ACTIVITY_KIND_KERNEL (start integer, end integer, "
+               "shortName integer, demangledName integer, correlationId integer, "
+               "globalPid integer, deviceId integer, streamId integer)")
+    db.execute("create table ENUM_NSYS_EVENT_CLASS (id integer, name text)")
+    db.execute("insert into StringIds values (1, 'kern')")
+    db.executemany("insert into NVTX_EVENTS values (?, ?, 'r', NULL, 59, ?, 0)",
+                   [(i * 100, i * 100 + 50, (1 << 24) + 1) for i in range(3)])
+    db.executemany("insert into CUPTI_ACTIVITY_KIND_KERNEL values (?, ?, 1, 1, ?, ?, 0, 7)",
+                   [(i * 100 + 10, i * 100 + 20, i, 1 << 24) for i in range(3)])
+    db.execute("insert into ENUM_NSYS_EVENT_CLASS values "
+               "(67, 'TRACE_PROCESS_EVENT_CUDABACKTRACE')")
+    db.execute(f'update "{table}" set "{column}" = \'text\' where rowid = 1')
+    db.commit()
+    db.close()
+    done = profile_all("ingest", path, "-o", tmp_path / "out")
+    assert "Traceback" not in done.stderr and done.returncode in (0, 2), done.stderr
+    if done.returncode == 0:
+        assert "left out: an identifier that is not a number" in \
+            (tmp_path / "out" / "summary.md").read_text()

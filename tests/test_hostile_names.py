@@ -16,7 +16,7 @@ TARGET = TARGETS / "hostile_names.py"
 #: and the bidirectional overrides
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 SHOWN = ["\\x1b[2J\\x1b[31mcleared", "[bold red]markup[/bold red]", "right\\u202eleft",
-         "bell\\x07", "two\\nlines", "c1\\x9bcsi"]
+         "bell\\x07", "two\\nlines", "c1\\x9bcsi", "carriage\\rreturn"]
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,12 @@ def test_the_run_and_its_files_show_every_name_escaped(hostile_run):
     for name in SHOWN:
         assert name in summary.replace("\\|", "|"), name
     assert "[bold red]markup[/bold red]" in done.stderr  # a name, not a style
+    # report.csv: the names shown, a row a line (a raw carriage return split rows)
+    csv_text = (out / "report.csv").read_text()
+    _clean(csv_text, "report.csv")
+    import pandas as pd
+
+    assert len(pd.read_csv(out / "report.csv")) == len(pd.read_parquet(out / "report.parquet"))
 
 
 @pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])

@@ -206,3 +206,23 @@ def test_a_child_in_a_session_of_its_own_is_named_and_ended(tmp_path):
     assert "the target left 1 process running, ended at the end of the pass" in \
         (run_dir / "summary.md").read_text()
     assert processes_with("# escaped") == []
+
+
+def test_ctrl_c_while_a_command_runs_outside_a_run_is_said():
+    """Typer turns a KeyboardInterrupt inside a command into a silent exit 130: a Ctrl-C
+    between the CLI's import and a run's own stop handling (as a command starts) printed
+    nothing. The SIGINT here comes as the `backends` command lists the backends."""
+    script = ("import os, signal, sys\n"
+              "import profile_all.cli, profile_all.entry as entry\n"
+              "from profile_all import backends\n"
+              "known = backends.known_names\n"
+              "def interrupted():\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return known()\n"
+              "backends.known_names = interrupted\n"
+              "sys.argv = ['profile-all', 'backends']\n"
+              "entry.main()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["profile-all: interrupted (Ctrl-C)"]

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from profile_all.readers import limits, trace_bytes
+from profile_all.readers import IngestError, limits, trace_bytes
 from profile_all.readers.matmul_flops import matmul_flops
 
 CHUNK_BYTES = 4 << 20
@@ -74,6 +74,10 @@ class TraceColumns:
     nameless: int = 0
 
 
+#: the highest rank a trace may name (a million ranks)
+MAX_RANK = 2**20
+
+
 @dataclass
 class ChromeTrace:
     path: Path
@@ -84,9 +88,18 @@ class ChromeTrace:
 
     @property
     def rank(self) -> int:
+        """`distributedInfo.rank` (0 where it says none); IngestError where it is beyond
+        any job's ranks (a 5,000-digit rank once reached int() and a traceback)."""
         info = self.meta.get("distributedInfo") or {}
         rank = info.get("rank", 0) if isinstance(info, dict) else 0
-        return int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else 0
+        text = str(rank) if isinstance(rank, int | str) and not isinstance(rank, bool) else ""
+        if not text.isdigit():
+            return 0
+        if len(text) > len(str(MAX_RANK)) or int(text) > MAX_RANK:
+            raise IngestError(f"{self.path}: distributedInfo.rank is {text[:20]}"
+                              f"{'...' if len(text) > 20 else ''}: not a rank (0 to "
+                              f"{MAX_RANK:,})")
+        return int(text)
 
     def keep_steps(self, steps: int) -> None:
         """Leave out the ranges ProfilerStep#N with N >= `steps`: torch opens the next one
@@ -264,12 +277,12 @@ def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
         stop = closing
         if closing - start > CHUNK_BYTES:
             boundary = _BOUNDARY.search(data, start + CHUNK_BYTES, closing)
-            if boundary:
-                stop = data.index(b"{", boundary.start() + 1)
-            elif closing - start - CHUNK_BYTES > longest:  # one event from there to the end
+            stop = data.index(b"{", boundary.start() + 1) if boundary else closing
+            # the event across the chunk's edge runs at least from the edge to `stop`
+            if stop - start - CHUNK_BYTES > longest:
                 raise limits.BeyondLimits(
                     f"{path}: an event is at least "
-                    f"{(closing - start - CHUNK_BYTES) / 2**20:.0f} MiB long, over the "
+                    f"{(stop - start - CHUNK_BYTES) / 2**20:.0f} MiB long, over the "
                     f"{EVENT_FIELDS} x --max-field an event may hold: refused, not read")
         while True:
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import lzma
 import re
 import zlib
@@ -148,7 +149,7 @@ def read(path: Path, head: bytes) -> tuple[str, Table]:
     try:
         with opened(path, head) as stream:
             for line in range(1, PREAMBLE_LINES + 1):
-                fields = _fields(stream.readline())
+                fields = _fields(_line(stream, path, 64))
                 report = report_of(fields)
                 if report:
                     return report, Table(path, fields, _data(stream, fields, path), line)
@@ -161,8 +162,11 @@ def read(path: Path, head: bytes) -> tuple[str, Table]:
 def _data(stream: IO[str], fields: list[str], path: Path) -> pd.DataFrame:
     """The lines after the header, as text (a header alone: no rows), no field longer
     than limits.current().max_field."""
+    lines = []
+    while line := _line(stream, path, len(fields)):
+        lines.append(line)
     try:
-        frame = pd.read_csv(stream, header=None, names=fields, dtype=str,
+        frame = pd.read_csv(io.StringIO("".join(lines)), header=None, names=fields, dtype=str,
                             keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:
         return pd.DataFrame(columns=fields, dtype=str)
@@ -172,6 +176,18 @@ def _data(stream: IO[str], fields: list[str], path: Path) -> pd.DataFrame:
         bound.field(path, int(frame[column].fillna("").str.len().max()),
                     f"a field of column {str(column)[:40]!r}")
     return frame
+
+
+def _line(stream: IO[str], path: Path, fields: int) -> str:
+    """The next line, read no further than `fields` fields at the longest field a file may
+    hold (limits.current().max_field): a 1 GiB field is refused after a few MiB read, not
+    held whole."""
+    longest = (fields + 1) * (limits.current().max_field + 3)
+    line = stream.readline(longest)
+    if len(line) >= longest and not line.endswith("\n"):
+        raise limits.BeyondLimits(f"{path}: a line is over {longest:,} characters long, more "
+                                  f"than {fields} fields of --max-field hold: refused, not read")
+    return line
 
 
 def _one_line(error: Exception) -> str:

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import IngestError, limits, nsys_checks
+from profile_all.readers import IngestError, nsys_checks
+from profile_all.readers.nsys_export import NsysExport
 from profile_all.readers.nsys_rows import (
     COPY_LABELS,
     MEMORY_LABELS,
@@ -49,54 +50,6 @@ _TABLES = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KE
 #: no ENUM_NSYS_EVENT_CLASS: they repeat an API call (same thread, correlationId and
 #: interval) to carry its call stack, so counting them would count the call twice
 BACKTRACE_EVENT_CLASS = 67
-
-
-class NsysExport:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            tables = self.db.execute("select name from sqlite_master where type='table'")
-            self.tables = {name for (name,) in tables}
-        except sqlite3.DatabaseError as error:
-            raise IngestError(f"{path}: not an sqlite file ({error})") from None
-        if "StringIds" not in self.tables or not self.tables & {
-                "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
-            raise IngestError(f"{path}: an sqlite file, but not an Nsight Systems export "
-                              "(no StringIds, NVTX or CUPTI tables)")
-        self._within_limits()
-        self.strings = dict(self.db.execute("select id, value from StringIds"))
-
-    def _within_limits(self) -> None:
-        """The file within max_unpacked, its strings (and NVTX texts) within max_field."""
-        bound = limits.current()
-        bound.unpacked(self.path, self.path.stat().st_size)
-        texts = [("StringIds", "value")] + ([("NVTX_EVENTS", "text")] if "text" in (
-            self.columns("NVTX_EVENTS") if "NVTX_EVENTS" in self.tables else []) else [])
-        for table, column in texts:
-            (longest,), = self.db.execute(f'select max(length("{column}")) from "{table}"')
-            bound.field(self.path, int(longest or 0), f"a string of {table}.{column}")
-
-    def columns(self, table: str) -> list[str]:
-        return [info[1] for info in self.db.execute(f'pragma table_info("{table}")')]
-
-    def frame(self, table: str, wanted: list[str], where: str = "") -> pd.DataFrame:
-        """The wanted columns that exist (the others are NULL); empty when the table is absent."""
-        if table not in self.tables:
-            return pd.DataFrame(columns=wanted)
-        present = {*self.columns(table), "rowid"}
-        select = ", ".join(f'"{c}"' if c in present else f'NULL as "{c}"' for c in wanted)
-        return pd.read_sql_query(f'select {select} from "{table}" {where}', self.db)
-
-    def labels(self, table: str, documented: dict[int, str]) -> dict[int, str]:
-        """An ENUM table's id -> label, or nsys's documented labels where it is absent."""
-        found = self.frame(table, ["id", "label"]).dropna()
-        return dict(zip(found["id"].astype(int), found["label"], strict=True)) or documented
-
-    def text(self, literal: Any, string_id: Any) -> str:
-        if isinstance(literal, str):
-            return literal
-        return self.strings.get(string_id, "") if pd.notna(string_id) else ""
 
 
 def _pid(global_ids: pd.Series) -> pd.Series:
@@ -267,6 +220,8 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         ranges, calls, kernels, copies, fills), strict=True)))
     ranges, calls, kernels, copies, fills = (kept[table] for table in _TABLES)
     session, doubts = nsys_checks.session_checked(path, session, doubts)
+    doubts += [f"{path}: {count:,} rows of {table} left out: an identifier that is not a "
+               "number (nsys writes none)" for table, count in export.left_out.items()]
     facts.update({"doubts": doubts} if doubts else {})  # (detect moves them to the file)
     device = pd.concat([w[["start", "end", "correlationId", "pid"]]
                         for w in (kernels, copies, fills) if len(w)] or [kernels])

@@ -113,7 +113,10 @@ def _launched_within(annotations: pd.DataFrame, device: pd.DataFrame,
                      runtime: pd.DataFrame) -> np.ndarray:
     """Per annotation: the device time (trace units) launched while it was open, on its
     own thread, or, for the process's main thread, on any thread of the process (the
-    main thread waits inside `backward` while autograd's thread launches its kernels)."""
+    main thread waits inside `backward` while autograd's thread launches its kernels).
+    Without runtime calls in the trace no kernel is known to be launched by anything."""
+    if runtime.empty:
+        return np.zeros(len(annotations))
     launched_by = device["launch"] >= 0
     per_call = np.bincount(device["launch"][launched_by],
                            weights=device["dur"][launched_by].to_numpy(float),

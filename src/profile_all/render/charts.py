@@ -32,7 +32,7 @@ def _layout(title: str, xlabel: str, rows: int, **more: Any) -> dict[str, Any]:
 
 
 def _barh(labels: list[str], values: list[float], xlabel: str, title: str) -> Figure:
-    positive = [value for value in values if value > 0]
+    positive = [value for value in values if value is not None and value > 0]
     log = bool(positive) and max(positive) > 30 * min(positive)  # small bars stay visible
     layout = _layout(title, xlabel + (" (log scale)" if log else ""), len(labels))
     if log:

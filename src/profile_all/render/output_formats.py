@@ -36,9 +36,9 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
     elif format == "md":
         stream.write(markdown.render(report, top) + "\n")
     elif format == "csv":
-        _shown(report.frame).to_csv(stream, index=False)
+        visible_text(report.frame).to_csv(stream, index=False)
     elif format == "json":
-        rows = _shown(report.frame).to_dict(orient="records")
+        rows = visible_text(report.frame).to_dict(orient="records")
         stream.write(orjson.dumps({"meta": visible_all(report.meta), "rows": rows},
                                   option=orjson.OPT_SERIALIZE_NUMPY,
                                   default=str).decode() + "\n")
@@ -60,14 +60,15 @@ def render_compare(table: pd.DataFrame, format: str, stream: TextIO,
     elif format == "md":
         print(markdown.pipe_table(tables.compare_table(table)), file=stream)
     elif format == "csv":
-        _shown(table).to_csv(stream, index=False)
+        visible_text(table).to_csv(stream, index=False)
     else:
-        print(_shown(table).to_json(orient="records"), file=stream)
+        print(visible_text(table).to_json(orient="records"), file=stream)
 
 
-def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+def visible_text(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with its text columns' control characters shown (safe_text.visible): CSV
-    and JSON go to a terminal as often as to a file (report.parquet keeps the bytes)."""
+    and JSON go to a terminal as often as to a file, and a raw carriage return splits a
+    CSV row (report.parquet keeps the bytes)."""
     text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(
         frame[c])]
     return frame.assign(**{c: frame[c].map(lambda v: visible(v) if isinstance(v, str) else v)

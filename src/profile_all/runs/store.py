@@ -13,7 +13,7 @@ import pyarrow.parquet
 from profile_all import validate
 from profile_all.errors import UsageError
 from profile_all.fileio import atomic_path, write_atomic
-from profile_all.render import markdown, sections
+from profile_all.render import markdown, output_formats, sections
 from profile_all.report import checked
 from profile_all.report.report import Report
 from profile_all.report.run_data import FORMAT_VERSION, timeline_frame
@@ -50,7 +50,7 @@ def save(report: Report, run_dir: Path) -> None:
     with atomic_path(run_dir / "timeline.parquet") as tmp:
         report.timeline.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "report.csv") as tmp:
-        report.frame.to_csv(tmp, index=False)
+        output_formats.visible_text(report.frame).to_csv(tmp, index=False)
     whole = sections.shown(report, None)  # the tables, made once for both pages
     write_atomic(run_dir / "summary.md", markdown.render(report, shown=sections.cut(
         whole, markdown.TOP)))
