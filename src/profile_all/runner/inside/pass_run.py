@@ -15,10 +15,10 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-import profile_all
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
@@ -59,7 +59,7 @@ def _exit_status(error: SystemExit) -> tuple[int, str]:
 
 
 #: frames of profile-all's own package and of runpy, left out of the target's traceback
-_OWN_FILES = (os.path.dirname(profile_all.__file__),
+_OWN_FILES = (str(Path(os.path.abspath(__file__)).parents[2]),  # the profile_all package
               os.path.join(os.path.dirname(os.__file__), "runpy"), "<frozen runpy>")
 
 
