@@ -21,7 +21,7 @@ from rich.console import Console
 from typer.exceptions import TyperException
 
 from profile_all import backends as backend_registry
-from profile_all import cli_files
+from profile_all import cli_backend_options, cli_files
 from profile_all.errors import UsageError
 from profile_all.safe_text import visible
 
@@ -93,8 +93,6 @@ def _finish(report: Any, as_json: bool, quiet: bool) -> None:
     raise typer.Exit(report.exit_code)
 
 
-@app.command()
-@_one_line_errors
 def run(
     script: Annotated[str, typer.Argument(help="the Python script to profile")],
     script_args: Annotated[list[str] | None, typer.Argument(
@@ -130,33 +128,6 @@ def run(
     fresh_processes: Annotated[bool, typer.Option(
         "--fresh-processes", help="a fresh interpreter for every pass, instead of forking each "
         "from a server that imported torch once")] = False,
-    region_cpu_time: Annotated[bool, typer.Option(
-        "--region-cpu-time",
-        help="wallclock: CPU time per region and step too (two system calls a region)")] = False,
-    record_shapes: Annotated[bool, typer.Option(
-        "--record-shapes", help="torch-profiler: record operator input shapes")] = False,
-    profile_memory: Annotated[bool, typer.Option(
-        "--profile-memory", help="torch-profiler: record tensor allocations")] = False,
-    with_flops: Annotated[bool, typer.Option(
-        "--with-flops", help="torch-profiler: estimate FLOPs of matmul and conv operators")]
-    = False,
-    with_stack: Annotated[bool, typer.Option(
-        "--with-stack", help="torch-profiler: record Python stacks")] = False,
-    torch_schedule: Annotated[str | None, typer.Option(
-        metavar="WAIT,WARMUP,ACTIVE",
-        help="torch-profiler: skip WAIT steps, warm up WARMUP, record ACTIVE (by pa.step())")]
-    = None,
-    warmup_steps: Annotated[int, typer.Option(
-        min=0, metavar="N",
-        help="cuda-events: leave the first N steps out (said so in the report)")] = 0,
-    nvtx_modules: Annotated[bool, typer.Option(
-        "--nvtx-modules", help="nsys: an NVTX range per nn.Module forward too")] = False,
-    memory_interval: Annotated[float, typer.Option(
-        min=0.001, metavar="SECONDS",
-        help="memory: seconds between two samples of the process's memory")] = 0.01,
-    memory_lines: Annotated[list[str] | None, typer.Option(
-        metavar="MODULE:FUNCTION", help="memory: line-by-line memory of this function "
-        "(repeat; the script's own module is its file's stem)")] = None,
     nproc_per_node: Annotated[str, typer.Option(
         metavar="N|auto|cpu|gpu",
         help="torchrun: ranks on this node (auto, cpu, gpu as torchrun reads them)")] = "1",
@@ -172,23 +143,16 @@ def run(
     rdzv_id: Annotated[str, typer.Option(
         metavar="ID", help="torchrun: rendezvous id, the same on every node (each pass adds "
         "-passN)")] = "profile-all",
+    **backend_flags: Any,
 ) -> None:
     """Run SCRIPT once per pass of compatible backends and merge what they measured."""
     import profile_all as pa
     from profile_all.runner.progress import PassProgress
 
-    torch_options: dict[str, Any] = {
-        "record_shapes": record_shapes, "profile_memory": profile_memory,
-        "with_flops": with_flops, "with_stack": with_stack}
-    if torch_schedule:
-        torch_options["schedule"] = torch_schedule
     with _stdout_kept_for_json(as_json):
         report = pa.run(
             script, script_args or [], backends=backend, out=out, timeout=timeout,
-            options={"wallclock": {"cpu_time": region_cpu_time}, "torch-profiler": torch_options,
-                     "cuda-events": {"warmup_steps": warmup_steps},
-                     "nsys": {"module_ranges": nvtx_modules},
-                     "memory": {"interval": memory_interval, "lines": memory_lines or []}},
+            options=cli_backend_options.options(backend_flags),
             launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
                              rdzv_id),
             repeat=repeat, fresh_processes=fresh_processes,
@@ -197,6 +161,9 @@ def run(
             max_steps=max_steps, show_output=show_output,
             command=sys.argv)
     _finish(report, as_json, quiet)
+
+
+app.command()(_one_line_errors(cli_backend_options.offering(run)))
 
 
 @app.command()

@@ -104,14 +104,13 @@ def options(value: Any, known: Mapping[str, Mapping[str, Any]]) -> dict[str, dic
                 raise ArgumentValueError(
                     f"unknown option {option!r} of backend {backend!r}; its options: "
                     f"{', '.join(sorted(types)) or 'none'}")
-            wanted = types[option]
-            if isinstance(setting, bool) and wanted is not bool:
-                wrong = True
+            wanted = types[option] if isinstance(types[option], tuple) else (types[option],)
+            if isinstance(setting, bool) and bool not in wanted:
+                wrong = True  # (a bool is an int to isinstance)
             else:
                 wrong = not isinstance(setting, wanted)
             if wrong:
-                names = " or ".join(t.__name__ for t in (
-                    wanted if isinstance(wanted, tuple) else (wanted,)))
+                names = " or ".join(t.__name__ for t in wanted)
                 raise ArgumentTypeError(f"option {option!r} of backend {backend!r} must be "
                                         f"{names}, not {_kind(setting)} ({setting!r})")
         checked[backend] = dict(given)

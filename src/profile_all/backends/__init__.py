@@ -105,7 +105,8 @@ def facts_of(names: Iterable[str]) -> dict[str, dict[str, Any]]:
 def check_options(given: Any) -> dict[str, dict[str, Any]]:
     """The per-backend options, each backend known, each option known, of its type and in
     range (a TypeError or ValueError naming it otherwise), before any pass runs."""
-    known = {name: load(name).option_types for name in known_names()}
+    known = {name: {option.key: option.types for option in load(name).offered_options}
+             for name in known_names()}
     checked = validate.options(given, known)
     for name, settings in checked.items():
         load(name).check_options(settings)

@@ -92,6 +92,20 @@ class Collected:
     timeline: list[list[Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Option:
+    """One option of a backend: its key in the backend's options, the command line's flag
+    for it, the types the API accepts (the first is the command line's: bool a flag, list
+    a repeatable text, int, float or str a value), its default and its help."""
+
+    key: str
+    flag: str
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    metavar: str = ""
+
+
 class Backend:
     #: the CLI name
     name: ClassVar[str]
@@ -109,8 +123,9 @@ class Backend:
     #: it measures the target's child processes too (a sampler or launcher outside the
     #: target's process); backends inside the process are blind to them, and say so
     sees_children: ClassVar[bool] = False
-    #: its options and their types (the API refuses others): {"interval": float}
-    option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
+    #: its options, declared once: the command line offers a flag each and the API checks
+    #: `options={name: {key: value}}` against them (a new backend with options is one file)
+    offered_options: ClassVar[tuple[Option, ...]] = ()
     #: what the report must know of its rows (that they count FLOPs, time regions...)
     facts: ClassVar[Facts] = Facts()
     #: it needs no more of a region than its wall time, read from `ctx.region_log` at

@@ -21,10 +21,10 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from profile_all import validate
-from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
+from profile_all.backends.base import Backend, Collected, Option, PassContext, kept_samples
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
@@ -73,7 +73,9 @@ class CudaEvents(Backend):
     measures = "device time of the run, of each region and step (CUDA events, no sync per region)"
     imports = ("torch",)
     requires = (("torch", "torch"),)
-    option_types: ClassVar[dict[str, Any]] = {"warmup_steps": int}
+    offered_options = (Option("warmup_steps", "--warmup-steps", (int,), 0,
+                              "cuda-events: leave the first N steps out (said so in the "
+                              "report)", "N"),)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

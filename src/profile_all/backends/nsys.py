@@ -17,9 +17,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.errors import ProfileAllError
 
 TRACE = "cuda,nvtx,osrt,cudnn,cublas"
@@ -46,7 +46,8 @@ class Nsys(Backend):
     name = "nsys"
     kind = "wrapper"
     sees_children = True
-    option_types: ClassVar[dict[str, Any]] = {"module_ranges": bool}
+    offered_options = (Option("module_ranges", "--nvtx-modules", (bool,), False,
+                              "nsys: an NVTX range per nn.Module forward too"),)
     measures = "NVTX ranges with the GPU time of the kernels launched in them, kernels"
     native_file = "nsys.nsys-rep (Nsight Systems: nsys-ui), nsys.sqlite"
 

@@ -28,11 +28,11 @@ import gc
 import json
 import os
 import re
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import quote
 
 from profile_all import validate
-from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.errors import ProfileAllError
 
 OPTION_NAMES = ("record_shapes", "profile_memory", "with_flops", "with_stack")
@@ -61,8 +61,18 @@ class TorchProfiler(Backend):
     # the torch-profiler pass would look faster than the clean timing pass
     imports = ("torch", "torch._dynamo")
     requires = (("torch", "torch"),)
-    option_types: ClassVar[dict[str, Any]] = {**dict.fromkeys(OPTION_NAMES, bool),
-                                              "schedule": (dict, str)}
+    offered_options = (
+        Option("record_shapes", "--record-shapes", (bool,), False,
+               "torch-profiler: record operator input shapes"),
+        Option("profile_memory", "--profile-memory", (bool,), False,
+               "torch-profiler: record tensor allocations"),
+        Option("with_flops", "--with-flops", (bool,), False,
+               "torch-profiler: estimate FLOPs of matmul and conv operators"),
+        Option("with_stack", "--with-stack", (bool,), False,
+               "torch-profiler: record Python stacks"),
+        Option("schedule", "--torch-schedule", (str, dict), None,
+               "torch-profiler: skip WAIT steps, warm up WARMUP, record ACTIVE (by "
+               "pa.step())", "WAIT,WARMUP,ACTIVE"))
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from itertools import accumulate, pairwise
 from pathlib import Path
 from time import perf_counter, process_time
-from typing import Any, ClassVar
+from typing import Any
 
 from profile_all import region_log
-from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
+from profile_all.backends.base import Backend, Collected, Option, PassContext, kept_samples
 from profile_all.compile_watch import held_compilation
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
@@ -58,7 +58,9 @@ class WallClock(Backend):
     facts = Facts(region_timer="wall_time")
     kind = "timer"
     measures = "wall and CPU time of the run, of each region and each step"
-    option_types: ClassVar[dict[str, Any]] = {"cpu_time": bool}
+    offered_options = (Option("cpu_time", "--region-cpu-time", (bool,), False,
+                              "wallclock: CPU time per region and step too (two system "
+                              "calls a region)"),)
 
     def start(self, ctx: PassContext) -> None:
         self._samples: Samples = {}

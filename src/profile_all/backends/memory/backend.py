@@ -32,10 +32,10 @@ import sys
 import time
 from array import array
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from profile_all import validate
-from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.rows import region_path, row
 
 DEFAULT_INTERVAL = 0.01
@@ -98,7 +98,12 @@ class Memory(Backend):
                 "sampled from outside); CUDA peaks per region; line-by-line on request")
     native_file = "mprofile.dat (mprof plot)"
     requires = (("memory_profiler", "memory_profiler"), ("psutil", "psutil"))
-    option_types: ClassVar[dict[str, Any]] = {"interval": (int, float), "lines": (list, tuple)}
+    offered_options = (
+        Option("interval", "--memory-interval", (float, int), DEFAULT_INTERVAL,
+               "memory: seconds between two samples of the process's memory", "SECONDS"),
+        Option("lines", "--memory-lines", (list, tuple), [],
+               "memory: line-by-line memory of this function (repeat; the script's own "
+               "module is its file's stem)", "MODULE:FUNCTION"))
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
