@@ -183,7 +183,10 @@ def test_ctrl_c_at_any_moment_of_the_start_is_no_traceback(tmp_path, delay):
     with Running("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", "sleep") as running:
         time.sleep(delay)
         os.killpg(running.process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
-        assert running.finish() == 130, running.stderr
+        # 130, or ended by the SIGINT itself as Python ends on a KeyboardInterrupt (a shell
+        # says 130 for both; seen once in about forty runs, in a loaded suite)
+        assert running.finish() in (130, -signal.SIGINT), running.stderr
+    assert running.stderr.strip(), "a Ctrl-C is never silent"
     ours = [line for line in running.stderr.splitlines()
             if line.strip().startswith("File ") and "profile_all" in line]
     assert ours == [], running.stderr
