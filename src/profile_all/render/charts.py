@@ -138,7 +138,7 @@ def top_operators(report: Report) -> Figure | None:
         return None
     on_device = "self_gpu_time" in operators.columns and operators["self_gpu_time"].sum() > 0
     figure = _barh(list(operators["name"]), _ms(operators["self_time"]), "self time (ms)",
-                   f"Top {TOP} operators (torch.profiler)")
+                   f"Top {TOP} operators ({sources(report, 'operator')})")
     figure["data"][0]["name"] = "CPU"
     if on_device:
         figure["data"].append({"type": "bar", "orientation": "h", "name": "device",
