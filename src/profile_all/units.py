@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
-import pandas as pd
-
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or bool(
-        pd.isna(value))
+    """None, NaN (float or numpy), NaT, or pandas' NA: without importing pandas, which the
+    run's progress lines would otherwise import before the fork server starts."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN and NaT are unequal to themselves
+    except TypeError:  # pandas.NA is neither equal nor unequal
+        return True
 
 
 def _scaled(value: Any, units: tuple[tuple[str, float], ...], smallest: str,

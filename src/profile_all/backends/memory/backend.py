@@ -129,8 +129,10 @@ class Memory(Backend):
             self._lines = LineMemory(parse_specs(self.options["lines"]), stem)
         self._path = _samples_path(ctx)
         self._started = time.time()
+        # started by its file, not `-m`: it needs nothing of profile_all, whose package
+        # imports would hold the target's start (60 ms)
         self._sampler = subprocess.Popen(
-            [sys.executable, "-m", "profile_all.backends.memory.sampler", str(self._pid),
+            [sys.executable, str(Path(__file__).with_name("sampler.py")), str(self._pid),
              str(self._interval), str(self._path)], stdin=subprocess.DEVNULL)
         self._wait_for_first_sample()
         if self._lines:

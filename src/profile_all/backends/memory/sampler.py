@@ -1,4 +1,4 @@
-"""`python -m profile_all.backends.memory.sampler PID INTERVAL PATH`: samples PID's memory.
+"""`python .../backends/memory/sampler.py PID INTERVAL PATH`: samples PID's memory.
 
 The memory backend starts this as a separate process, so that the samples cost the target
 nothing but the sampler's CPU, and so that nothing of the sampler is counted: a sampler
@@ -10,6 +10,10 @@ Each sample is written in memory_profiler's mprofile format, as `mprof run` writ
 (DataLoader workers; one that lives less than CHILD_SCAN_SECONDS may be missed), flushed
 every FLUSH_SECONDS so that a target killed without warning still leaves its timeline.
 The sampler ends when the target ends or on SIGTERM.
+
+A sample is what memory_profiler's psutil backend reads (the process's RSS), read here
+from one psutil.Process: importing memory_profiler imports IPython, a tenth of a second
+before the first sample, which every memory pass waited for.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import sys
 import time
 
 import psutil
-from memory_profiler import _get_memory
 
 FLUSH_SECONDS = 0.1
 #: listing the target's descendants reads every process in /proc (1.2 ms on a small VM,
@@ -59,7 +62,7 @@ def sample(pid: int, interval: float, path: str) -> None:
     with open(path, "a") as out:
         try:
             while True:
-                mib, stamp = _get_memory(pid, "psutil", timestamps=True)
+                mib, stamp = process.memory_info().rss / MIB, time.time()
                 out.write(f"MEM {mib:.6f} {stamp:.4f}\n")
                 out.writelines(_child_lines(children, stamp))
                 now = time.monotonic()
