@@ -19,7 +19,7 @@ def test_run_and_load_round_trip(tmp_path, isolate):
     assert report.run_dir == tmp_path / "run"
     loaded = pa.load(tmp_path / "run")
     pd.testing.assert_frame_equal(loaded.frame, report.frame)
-    assert loaded.meta == json.loads(json.dumps(report.meta))
+    assert loaded.meta.to_json() == json.loads(json.dumps(report.meta.to_json()))
     assert set(loaded.frame["backend"]) == {"wallclock", "cprofile"}
     functions = loaded.functions()
     assert list(functions.columns) == ["name", "calls", "primitive_calls", "self_time",

@@ -47,15 +47,15 @@ def test_every_pass_compiles_what_a_bare_run_compiles(compiled_run):
     frame = report.frame
     counted = frame[(frame["scope"] == "compile") & (frame["name"] == "run")]
     by_pass = {backends[0]: number for number, backends in
-               ((p["pass"], p["backends"]) for p in report.meta["passes"])}
+               ((p.number, p.backends) for p in report.meta.passes)}
     for name, number in by_pass.items():
         logs = (out / "artifacts" / f"pass{number}.stderr.log").read_text()
         assert HOOK_WARNING not in logs, name
         own = counted[counted["pass"] == number].set_index("metric")["value"]
         if name == "flop-counter":  # torch compiles nothing under a dispatch mode: said
             assert own.empty
-            notes = [f["error"] for p in report.meta["passes"] if p["pass"] == number
-                     for f in p["backend_failures"]]
+            notes = [f["error"] for p in report.meta.passes if p.number == number
+                     for f in p.backend_failures]
             assert any("compiles nothing under FlopCounterMode" in note for note in notes)
             continue
         assert (own["graphs"], own["recompiles"]) == (graphs, recompiles), name
@@ -88,10 +88,10 @@ def test_recompiles_and_graph_breaks_are_named_with_their_lines(compiled_run):
 
 def test_steps_that_compiled_are_counted_and_left_out_of_statistics(compiled_run):
     _out, _done, report = compiled_run
-    timing = next(p for p in report.meta["passes"] if p["timing"])
-    assert timing["steps"] == 8
+    timing = next(p for p in report.meta.passes if p.timing)
+    assert timing.steps == 8
     # step 1 compiles both frames, step 5 (the new batch size) recompiles them
-    assert timing["compile_steps"] == [1, 5]
+    assert timing.compile_steps == [1, 5]
     frame = report.frame
     steps = frame[(frame["backend"] == "wallclock") & (frame["scope"] == "step")]
     assert value_of(steps, metric="calls") == 8

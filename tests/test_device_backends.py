@@ -35,13 +35,13 @@ def test_cuda_events_unavailable_without_cuda_says_why(tmp_path):
 @pytest.mark.skipif(shutil.which("nsys") is not None, reason="nsys is installed here")
 def test_default_run_lists_the_skipped_backends_with_reasons(tmp_path):
     report = pa.run(TARGETS / "contract.py", out=tmp_path / "run")
-    skipped = report.meta["skipped_backends"]
+    skipped = report.meta.skipped_backends
     assert skipped["nsys"] == "nsys not found on PATH (Nsight Systems is not installed)"
     if not torch.cuda.is_available():
         assert skipped["cuda-events"].startswith("CUDA not available")
     assert "backend nsys skipped: nsys not found on PATH" in (
         tmp_path / "run" / "summary.md").read_text()
-    assert [p["backends"] for p in report.meta["passes"]] == [
+    assert [p.backends for p in report.meta.passes] == [
         ["wallclock"], ["cprofile"], ["torch-profiler"], ["flop-counter"], ["memory"]]
 
 

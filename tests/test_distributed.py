@@ -42,8 +42,8 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
                  & (ranks["backend"] == "wallclock")].iloc[0]
     assert step["ranks"] == 2 and step["slowest_rank"] in (0, 1)
     assert step["min"] <= step["median"] <= step["max"]
-    assert report.meta["distributed"]["world_size"] == 2 and report.meta["ranks"] == [0, 1]
-    assert report.meta["preimported"] == ["torch"]  # not torch._dynamo: see the README
+    assert report.meta.distributed["world_size"] == 2 and report.meta.ranks == [0, 1]
+    assert report.meta.preimported == ["torch"]  # not torch._dynamo: see the README
     assert "## Across ranks" in (out / "summary.md").read_text()
     assert '<section id="ranks">' in (out / "report.html").read_text()
     lines = [trace["name"] for trace in charts.memory_timeline(report)["data"]]
@@ -62,11 +62,11 @@ def test_a_failing_rank_is_named_and_the_other_passes_run(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "rank 1: RuntimeError: rank 1 failed at step 3" in done.stderr
     report = pa.load(out)
-    passes = report.meta["passes"]
-    assert [p["backends"] for p in passes] == [["wallclock"], ["cprofile"]]
+    passes = report.meta.passes
+    assert [p.backends for p in passes] == [["wallclock"], ["cprofile"]]
     for summary in passes:
-        assert summary["failed_rank"] == 1 and summary["exit_code"] == 1
-        assert {r["rank"] for r in summary["ranks"]} == {0, 1}
+        assert summary.failed_rank == 1 and summary.exit_code == 1
+        assert {r["rank"] for r in summary.ranks} == {0, 1}
     frame = report.frame
     steps = frame[(frame["backend"] == "wallclock") & (frame["scope"] == "step")
                   & (frame["metric"] == "calls")]
@@ -90,7 +90,7 @@ def test_a_hanging_rank_is_stopped_by_the_timeout_and_both_ranks_kept(tmp_path):
                   & (frame["name"] == "train_step")]
     assert rank1[rank1["metric"] == "calls"]["value"].item() == 4
     hung = rank1[(rank1["metric"] == "wall_time") & (rank1["stat"] == "max")]["value"].item()
-    ranks = pa.load(out).meta["passes"][0]["ranks"]
+    ranks = pa.load(out).meta.passes[0].ranks
     rank_time = next(r["target_wall_time"] for r in ranks if r["rank"] == 1)
     assert hung > 0.5 * rank_time  # most of the rank's time: where it hung
 
@@ -136,8 +136,8 @@ def test_two_nodes_merge_into_one_report(tmp_path):
     done = profile_all("merge", tmp_path / "node0", tmp_path / "node1", "-o", merged)
     assert done.returncode == 0, done.stderr
     report = pa.load(merged)
-    assert set(report.frame["rank"]) == {0, 1} and report.meta["ranks"] == [0, 1]
-    assert {r["rank"] for r in report.meta["passes"][0]["ranks"]} == {0, 1}
+    assert set(report.frame["rank"]) == {0, 1} and report.meta.ranks == [0, 1]
+    assert {r["rank"] for r in report.meta.passes[0].ranks} == {0, 1}
     assert (merged / "artifacts" / "node1" / "pass1.stdout.log").is_file()
     assert not report.ranks().empty
 
@@ -170,7 +170,7 @@ def test_bad_launch_options(tmp_path, args, message):
 def test_the_api_runs_ranks_too(tmp_path):
     report = pa.run(TARGETS / "dump_env.py", [tmp_path / "seen"], backends=["wallclock"],
                     nproc_per_node=2, out=tmp_path / "run")
-    assert report.exit_code == 0 and report.meta["ranks"] == [0, 1]
+    assert report.exit_code == 0 and report.meta.ranks == [0, 1]
     assert set(report.frame["rank"]) == {0, 1}
     with pytest.raises(pa.UsageError, match="not both"):
         pa.run(TARGETS / "dump_env.py", nproc_per_node=2, launch=pa.Launch("2"))

@@ -27,12 +27,12 @@ def _region_calls(report: pa.Report, pass_index: int, name: str) -> float:
 
 def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa.Report:
     report = pa.load(run_dir)
-    first = report.meta["passes"][0]
-    assert (first["status"], first["exit_code"]) == (status, exit_code)
-    assert error in first["error"]
+    first = report.meta.passes[0]
+    assert (first.status, first.exit_code) == (status, exit_code)
+    assert error in first.error
     if status != "killed":  # the target's own time, up to its end
-        assert first["target_wall_time"] > 0.28
-    assert report.meta["exit_code"] == exit_code
+        assert first.target_wall_time > 0.28
+    assert report.meta.exit_code == exit_code
     # the regions measured before the failure are in the report
     assert _region_calls(report, 1, "work") == 3
     assert _region_calls(report, 1, "last") == 1
@@ -59,13 +59,13 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
     assert result.returncode == exit_code, result.stderr
     report = _check_kept(run_dir, status=status, exit_code=exit_code, error=error)
     # the other pass (cProfile) still ran, and wrote its file
-    second = report.meta["passes"][1]
-    assert second["backends"] == ["cprofile"]
-    assert second["exit_code"] == exit_code
+    second = report.meta.passes[1]
+    assert second.backends == ["cprofile"]
+    assert second.exit_code == exit_code
     if how == "sigkill":  # nothing can run in a SIGKILLed process; cProfile keeps no journal
-        assert second["recovered"]
+        assert second.recovered
         # the server saw its forked worker's peak memory: a few hundred MiB, not an OOM kill
-        assert re.fullmatch(r"killed by SIGKILL at a peak RSS of 0\.\d GiB", second["error"])
+        assert re.fullmatch(r"killed by SIGKILL at a peak RSS of 0\.\d GiB", second.error)
         assert not (report.frame["pass"] == 2).any()
     else:
         assert (run_dir / "artifacts" / "cprofile.prof").is_file()
@@ -86,7 +86,7 @@ def test_timeout_stops_each_pass_and_exits_124(tmp_path):
     result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "8", "--", "sleep")
     assert result.returncode == 124, result.stderr
     report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 8 s")
-    assert [p["status"] for p in report.meta["passes"]] == ["timeout", "timeout"]
+    assert [p.status for p in report.meta.passes] == ["timeout", "timeout"]
     # the sleep after the steps is a share of the run, not 2000% of the steps
     assert (report.findings()["share"].dropna() <= 1).all()
     # the region the target was stuck in is there, timed until the stop: where it hung
@@ -94,7 +94,7 @@ def test_timeout_stops_each_pass_and_exits_124(tmp_path):
     frame = report.frame
     stuck = frame[(frame["pass"] == 1) & (frame["name"] == "sleeping")
                   & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
-    target = report.meta["passes"][0]["target_wall_time"]  # the regions before it: 0.3 s
+    target = report.meta.passes[0].target_wall_time  # the regions before it: 0.3 s
     assert stuck["value"].item() < target < stuck["value"].item() + 1.0
     assert (run_dir / "artifacts" / "cprofile.prof").is_file()
 
@@ -107,8 +107,8 @@ def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(tmp_path):
         assert running.finish() == 130, running.stderr
     report = _check_kept(run_dir, status="interrupted", exit_code=130,
                          error="interrupted (Ctrl-C)")
-    assert report.meta["status"] == "interrupted"
-    assert report.meta["passes_not_run"] == [2]
+    assert report.meta.status == "interrupted"
+    assert report.meta.passes_not_run == [2]
     assert "KeyboardInterrupt" in (run_dir / "artifacts" / "pass1.stderr.log").read_text()
 
 
@@ -142,8 +142,8 @@ def test_a_target_stuck_in_native_code_still_writes_its_pass_on_timeout(tmp_path
                        tmp_path / "run")
     assert done.returncode == 124, done.stderr
     assert time.monotonic() - started < 40  # not the 10 s grace, nor pbkdf2's minutes
-    summary = pa.load(tmp_path / "run").meta["passes"][0]
-    assert not summary["recovered"]  # the worker wrote its result itself
+    summary = pa.load(tmp_path / "run").meta.passes[0]
+    assert not summary.recovered  # the worker wrote its result itself
     frame = pa.load(tmp_path / "run").frame
     before = frame[(frame["name"] == "before") & (frame["metric"] == "calls")]
     assert before["value"].item() == 3
@@ -159,5 +159,5 @@ def test_a_long_coloured_error_is_told_in_one_line_with_its_cause(tmp_path):
     assert result.returncode == 1
     said = "RuntimeError: Weights only load failed. Re-running may help. … WeightsUnpickler " \
            "error: Unsupported global: GLOBAL x"
-    assert pa.load(tmp_path / "run").meta["passes"][0]["error"] == said
+    assert pa.load(tmp_path / "run").meta.passes[0].error == said
     assert "\x1b" not in result.stderr.split("Traceback")[0]  # our lines, before python's

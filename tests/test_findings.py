@@ -14,15 +14,18 @@ from rich.console import Console
 
 import profile_all as pa
 from conftest import TARGETS
+from profile_all.pass_record import PassRecord
 from profile_all.render.terminal import render
 from profile_all.report.report import Report
 from profile_all.rows import Facts
+from profile_all.run_record import RunRecord
 
 TIMER = {"my.timer": Facts(region_timer="wall_time").to_dict()}
 
 
 def _report(rows, meta=None, samples=None, timeline=None):
-    meta = {"status": "complete", "exit_code": 0, "backend_facts": TIMER, **(meta or {})}
+    """`meta`: the run record's fields that differ from a complete run's with a timer."""
+    meta = RunRecord(**{"status": "complete", "backend_facts": TIMER, **(meta or {})})
     return Report.from_rows(rows, meta, samples=samples, timeline=timeline)
 
 
@@ -110,7 +113,7 @@ def test_memory_that_compiling_takes_is_no_leak():
     times = np.linspace(0, 4, 80)
     rss = 200e6 + 50e6 * np.clip(times - 1.5, 0, 1.5) / 1.5
     pass_of = _rss(times, rss)[0][1]
-    compiled = {"passes": [{"pass": pass_of, "compilation": {"intervals": [[1.5, 3.0]]}}]}
+    compiled = {"passes": [PassRecord(number=pass_of, compilation={"intervals": [[1.5, 3.0]]})]}
     assert _rules(_report([], compiled, timeline=_rss(times, rss)), "memory").empty
     ramp = 200e6 + 50e6 * np.clip(times - 1.0, 0, 3.0) / 3.0
     assert len(_rules(_report([], timeline=_rss(times, ramp)), "memory")) == 1
@@ -217,8 +220,8 @@ def test_the_peak_measured_on_the_spot_against_a_matmul_timed_here():
 
 def test_doubts_losses_and_a_straggler():
     meta = {"doubts": ["passes did different work (steps per pass: pass 1: 10, pass 2: 15)"],
-            "passes": [{"pass": 2, "backend_failures": [
-                {"backend": "memory", "phase": "lost", "error": "samples dropped"}]}]}
+            "passes": [PassRecord(number=2, backend_failures=[
+                {"backend": "memory", "phase": "lost", "error": "samples dropped"}])]}
     found = _rules(_report([], meta=meta), "trust")
     assert list(found["finding"]) == [meta["doubts"][0], "backend memory lost data: "
                                       "samples dropped"]
@@ -246,7 +249,7 @@ def test_a_plain_loop_with_a_slow_input_is_named_first(slow_input):
     assert found["share"].iloc[0] > 0.2, found.iloc[0].to_dict()
     assert "enumerate(DataLoader)" in found["evidence"].iloc[0]
     assert "DataLoader __next__" in found["evidence"].iloc[0]
-    assert slow_input.meta["passes"][0]["step_source"] == "optimizer.step()"
+    assert slow_input.meta.passes[0].step_source == "optimizer.step()"
     # the timing pass learned its steps from optimizer.step() only as the target ended,
     # and still times them: 40 steps, each counted (the first from the target's start)
     steps = slow_input.frame.query("backend == 'wallclock' and scope == 'step'")

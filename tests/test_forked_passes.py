@@ -32,9 +32,9 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
         assert done.returncode == 0, done.stderr
         assert done.stdout.count(EXPECTED[how]) == 2, done.stdout  # the output of each pass
         report = pa.load(tmp_path / name)
-        assert report.meta["process_start"] == ("fork" if name == "forked"
+        assert report.meta.process_start == ("fork" if name == "forked"
                                                 else "fresh interpreter")
-        assert report.meta["region_marks"] == region_log.MARKS_IN
+        assert report.meta.region_marks == region_log.MARKS_IN
         assert list(report.passes()["status"]) == ["ok", "ok"]
         if how == "dataloader":  # 6 batches, a step each, in both passes
             assert list(report.passes()["steps"]) == [6, 6]

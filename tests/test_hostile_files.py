@@ -90,8 +90,8 @@ def test_events_whose_fields_have_the_wrong_type_are_left_out_and_said(tmp_path,
     done = profile_all("ingest", trace, "-o", tmp_path / "out")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     meta = pa.load(tmp_path / "out").meta
-    assert meta["status"] == "partial"
-    [doubt] = [d for d in meta["doubts"] if "impossible" in d]
+    assert meta.status == "partial"
+    [doubt] = [d for d in meta.doubts if "impossible" in d]
     assert "1 of 21 events hold an impossible value" in doubt and said in doubt, doubt
 
 

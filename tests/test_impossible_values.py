@@ -62,8 +62,8 @@ def _kept(result, run_dir, doubt: str) -> pa.Report:
     """Exit 0, status partial, the doubt in meta.json and summary.md; the report."""
     assert result.returncode == 0, result.stderr
     report = pa.load(run_dir)
-    assert report.meta["status"] == "partial"
-    assert doubt in report.meta["doubts"]
+    assert report.meta.status == "partial"
+    assert doubt in report.meta.doubts
     assert doubt in (run_dir / "summary.md").read_text()
     return report
 
@@ -275,5 +275,5 @@ def test_real_files_of_other_projects_raise_no_doubt(fixtures, tmp_path):
     result = profile_all("ingest", *files, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     meta = pa.load(tmp_path / "run").meta
-    assert meta["status"] == "complete"
-    assert not [doubt for doubt in meta["doubts"] if "impossible" in doubt]
+    assert meta.status == "complete"
+    assert not [doubt for doubt in meta.doubts if "impossible" in doubt]

@@ -29,9 +29,9 @@ def test_two_ranks_nsys_and_pstats_in_one_report(fixtures, tmp_path):
         (4, "cprofile"): [0]}
     steps = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
     assert list(steps["value"]) == [2, 2]
-    assert [s["backend"] for s in report.meta["sources"]] == [
+    assert [s.backend for s in report.meta.sources] == [
         "torch-profiler", "torch-profiler", "nsys", "cprofile"]
-    assert report.meta["sources"][1]["distributed"]["world_size"] == 128
+    assert report.meta.sources[1].facts["distributed"]["world_size"] == 128
     assert "saxpy" in set(report.kernels()["name"].str.split("(").str[0])
     assert "## Kernels by device time" in (tmp_path / "run" / "summary.md").read_text()
 
@@ -111,7 +111,7 @@ def test_nsys_stats_csvs_one_per_process_become_ranks(fixtures, tmp_path):
     assert result.returncode == 0, result.stderr
     assert _passes(tmp_path / "run") == {(1, "nsys"): [0], (2, "nsys"): [1], (3, "nsys"): [0]}
     report = pa.load(tmp_path / "run")
-    assert [s["report"] for s in report.meta["sources"]] == [
+    assert [s.facts["report"] for s in report.meta.sources] == [
         "nvtx_pushpop_trace", "cuda_gpu_trace", "cuda_gpu_trace"]
     regions = report.frame[(report.frame["scope"] == "region") & (report.frame["pass"] == 1)]
     assert regions.loc[regions["metric"] == "calls", "value"].sum() == 27891
@@ -133,7 +133,7 @@ def test_nsys_rep_through_nsys_on_path(fixtures, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "argv.json").read_text())[:3] == ["export", "--type", "sqlite"]
     loaded = pa.load(tmp_path / "run")
     assert {"region", "kernel", "memcpy", "api", "run"} <= set(loaded.frame["scope"])
-    assert loaded.meta["sources"][0]["report"] == "nsys-rep"
+    assert loaded.meta.sources[0].facts["report"] == "nsys-rep"
 
 
 def test_nsys_rep_without_nsys_is_refused(fixtures, tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ def test_model_from_a_file_spec_in_subprocesses(tmp_path):
                          "--warmup", "2", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
-    assert [p["backends"] for p in report.meta["passes"]] == [
+    assert [p.backends for p in report.meta.passes] == [
         [], ["flop-counter"], ["thop"], ["flops-profiler"]]
     latency = report.latency().set_index(["metric", "stat"])["value"]
     assert latency[("iterations", "total")] == 20
@@ -95,7 +95,7 @@ def test_the_model_is_checked_in_a_forked_child_and_profile_all_never_imports_to
         "import sys, profile_all as pa\n"
         "report = pa.profile_model('factories.py:small', input_shapes=[(2, 4)], iters=3,\n"
         "                          warmup=1, backends=['flop-counter'], out='run')\n"
-        "print(report.meta['process_start'], '|', 'torch' in sys.modules)\n")
+        "print(report.meta.process_start, '|', 'torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -126,20 +126,20 @@ def test_counting_on_the_meta_device(tmp_path):
                          "flops-profiler", "--count-on", "meta", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
-    assert [(p["backends"], p["ran_on"]) for p in report.meta["passes"]] == [
+    assert [(p.backends, p.ran_on) for p in report.meta.passes] == [
         ([], "cpu"), (["flop-counter"], "meta"), (["thop"], "meta"), (["flops-profiler"], "cpu")]
     counted = report.counters().set_index("counter")["flops"]
     exact = 2 * 16 * (784 * 256 + 256 * 10)  # the mlp's two Linear layers
     assert counted["flop-counter"] == exact and counted["thop"] == exact
-    assert any("counted on the meta device" in doubt for doubt in report.meta["doubts"])
+    assert any("counted on the meta device" in doubt for doubt in report.meta.doubts)
 
     result = profile_all("model", "factories.py:picky", "--input-shape", "2,784",
                          "--iters", "2", "--warmup", "1", "-b", "flop-counter",
                          "--count-on", "meta", "-o", tmp_path / "picky", cwd=tmp_path)
     assert result.returncode != 0
-    passes = pa.load(tmp_path / "picky").meta["passes"]
-    assert passes[0]["status"] == "ok" and passes[1]["status"] != "ok"
-    assert "--count-on meta: the model does not run on the meta device" in passes[1]["error"]
+    passes = pa.load(tmp_path / "picky").meta.passes
+    assert passes[0].status == "ok" and passes[1].status != "ok"
+    assert "--count-on meta: the model does not run on the meta device" in passes[1].error
 
     with pytest.raises(pa.UsageError, match="needs a SPEC"):
         pa.profile_model(torch.nn.Linear(4, 2), input_shapes=[(1, 4)], count_on="meta")

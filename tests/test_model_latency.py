@@ -12,6 +12,7 @@ import profile_all as pa
 from conftest import REPO, profile_all
 from profile_all.model.allocator import FAULTING
 from profile_all.report.report import Report
+from profile_all.run_record import RunRecord
 
 MODEL = f"{REPO / 'scripts' / 'examples' / 'models.py'}:small_cnn"
 #: glibc gives memory back at every free: small_cnn's activations fault in each iteration
@@ -28,12 +29,12 @@ def _benchmark(tmp_path, env):
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
     latency = report.latency().set_index(["metric", "stat"])["value"]
-    return report, latency, report.meta["model"].get("memory_kept")
+    return report, latency, report.meta.model.get("memory_kept")
 
 
 def test_iterations_that_fault_are_timed_again_with_the_heap_held(tmp_path):
     report, latency, held = _benchmark(tmp_path, TRIMMING)
-    assert report.meta["process_start"] == "fork, timing passes: fresh interpreter"
+    assert report.meta.process_start == "fork, timing passes: fresh interpreter"
     assert latency[("page_faults", "mean")] > FAULTING
     # a few faults an iteration may remain (the allocator's own growth, a loaded machine's
     # reclaim): a small share of the trimming's
@@ -58,7 +59,7 @@ def _model_report(median, faults, kept):
             ["bench", 1, 0, "model", "forward", "", "page_faults", "mean", faults, "count"],
             ["bench", 1, 0, "model", "forward", "", "latency_memory_kept", "median", kept,
              "s"]]
-    return Report.from_rows(rows, {"status": "complete", "passes": []})
+    return Report.from_rows(rows, RunRecord(status="complete"))
 
 
 def test_the_allocator_finding_says_both_latencies():

@@ -116,7 +116,7 @@ def test_flops_profiler_patches_are_undone_in_process(tmp_path):
                               backends=["flops-profiler"], iters=3, warmup=1,
                               out=tmp_path / "run")
     assert (torch.bmm, torch.matmul, torch.nn.functional.linear, torch.Tensor.add) == originals
-    notes = [f["error"] for p in report.meta["passes"] for f in p["backend_failures"]]
+    notes = [f["error"] for p in report.meta.passes for f in p.backend_failures]
     assert notes == ["flops-profiler leaves torch functions patched after it stops; put "
                      "back, so the script runs unchanged: torch.bmm"]
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
@@ -136,7 +136,7 @@ def test_benchmark_statistics_and_achieved_flops(tmp_path):
     assert latency[("fps", "median")] == pytest.approx(32 / median)
     # no counter ran: no achieved FLOP/s is invented
     assert ("achieved_flops", "value") not in latency.index
-    assert report.meta["model"]["clock"] == "perf_counter"
+    assert report.meta.model["clock"] == "perf_counter"
 
 
 def test_median_confidence_interval_covers_the_median():
@@ -155,7 +155,7 @@ def test_batch_search_on_cpu_stops_when_throughput_stops_improving(tmp_path):
     sizes = list(batches["batch_size"])
     assert sizes[0] == 1 and all(b == 2 * a for a, b in itertools.pairwise(sizes))
     assert (batches["peak_memory"] > 0).all()
-    best = report.meta["model"]["best_batch_size"]
+    best = report.meta.model["best_batch_size"]
     assert best == batches.loc[batches["throughput"].idxmax(), "batch_size"]
 
 

@@ -60,7 +60,7 @@ def test_a_plugin_counter_reaches_the_counters_table(tmp_path):
                        "--my-factor", "3", "-o", tmp_path / "run", env=env)
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "run")
-    assert report.meta["backend_facts"]["my.counter"] == {"counts_flops": True,
+    assert report.meta.backend_facts["my.counter"] == {"counts_flops": True,
                                                          "forward_only": True}
     table = report.counters().set_index("counter")
     # per call: FlopCounterMode's exact 2 x 100 x 10; the plug-in's 3 x (1000 + 10)

@@ -8,10 +8,12 @@ import io
 import pandas as pd
 from rich.console import Console
 
+from profile_all.pass_record import PassRecord
 from profile_all.render import html, markdown, sections, terminal
 from profile_all.report import derived
 from profile_all.report.report import Report
 from profile_all.rows import Facts
+from profile_all.run_record import ArtifactRecord, RunRecord
 
 FACTS = {"my.counter": Facts(counts_flops=True, exact=True).to_dict(),
          "my.rough": Facts(counts_flops=True, forward_only=True).to_dict(),
@@ -32,19 +34,19 @@ ROWS = [
     ["tracer", 3, 0, "function", "train <x> | y", "", "self_time", "total", 0.5, "s"],
     ["tracer", 3, 0, "operator", "aten::mm", "", "self_time", "total", 0.3, "s"],
 ]
-META = {"status": "complete", "exit_code": 0, "backend_facts": FACTS,
-        "target": {"command": "python train.py"}, "skipped_backends": {"x": "not here"},
-        "passes": [{"pass": 1, "backends": ["my.timer"], "status": "ok", "exit_code": 0,
-                    "error": "", "target_wall_time": 2.0, "steps": 100,
-                    "overhead_verdict": "reference"}],
-        "artifacts": [{"backend": "tracer", "path": "artifacts/t.json", "viewer": "Perfetto",
-                       "open_command": "open {run_dir}/artifacts/t.json"}],
-        "environment": {"python": "3.11", "packages": {"torch": "2.13"}}}
+META = RunRecord(
+    status="complete", backend_facts=FACTS, target={"command": "python train.py"},
+    skipped_backends={"x": "not here"},
+    passes=[PassRecord(number=1, backends=["my.timer"], status="ok", target_wall_time=2.0,
+                       steps=100, overhead_verdict="reference")],
+    artifacts=[ArtifactRecord(backend="tracer", path="artifacts/t.json", viewer="Perfetto",
+                              open_command="open {run_dir}/artifacts/t.json")],
+    environment={"python": "3.11", "packages": {"torch": "2.13"}})
 
 
 def _report():
     rows = ROWS + derived.region_achieved_flops_rows(
-        pd.DataFrame(ROWS, columns=Report.from_rows([], {}).frame.columns),
+        pd.DataFrame(ROWS, columns=Report.from_rows([], RunRecord()).frame.columns),
         {name: Facts.from_dict(said) for name, said in FACTS.items()})
     return Report.from_rows(rows, META)
 
@@ -82,7 +84,7 @@ def test_every_view_and_renderer_from_hand_written_rows():
 def test_an_empty_report_renders_without_a_section():
     anchors = [section.anchor for section in sections.SECTIONS]
     assert len(anchors) == len(set(anchors))
-    report = Report.from_rows([], {})
+    report = Report.from_rows([], RunRecord())
     assert sections.shown(report, 10) == []
     assert "<section" not in html.body(report)
     assert "## " not in markdown.render(report)

@@ -47,17 +47,17 @@ def test_a_script_that_profiles_itself(tmp_path, tool):
                        timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
-    passes = report.meta["passes"]
+    passes = report.meta.passes
     assert done.stdout.count(OWN[tool]) == len(passes), done.stdout
-    assert [p["steps"] for p in passes] == [4] * len(passes)
+    assert [p.steps for p in passes] == [4] * len(passes)
     name, partial = NAMED[tool]
-    said = [d for d in report.meta["doubts"] if d.startswith(f"the target runs {name} itself")]
-    assert len(said) == 1, report.meta["doubts"]
+    said = [d for d in report.meta.doubts if d.startswith(f"the target runs {name} itself")]
+    assert len(said) == 1, report.meta.doubts
     assert f"{TARGET}:{_line_of(tool)} (" in said[0], said[0]
     assert said[0] in (out / "summary.md").read_text()
     for summary in passes:
-        [backend] = summary["backends"]
-        assert summary["status"] == ("partial" if backend == partial else "ok"), summary
+        [backend] = summary.backends
+        assert summary.status == ("partial" if backend == partial else "ok"), summary
     if tool in COUNTERS:
         counters = report.counters().set_index("counter")
         for counter in COUNTERS:
@@ -71,5 +71,5 @@ def test_profile_alls_own_calls_of_the_same_profilers_are_not_the_targets(tmp_pa
                          for arg in ("-b", name)], "--", "optimizer", "3")
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
-    assert not [d for d in report.meta["doubts"] if "itself" in d], report.meta["doubts"]
-    assert all(not p["target_profilers"] for p in report.meta["passes"])
+    assert not [d for d in report.meta.doubts if "itself" in d], report.meta.doubts
+    assert all(not p.target_profilers for p in report.meta.passes)

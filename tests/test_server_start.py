@@ -74,9 +74,9 @@ def test_a_stop_while_the_server_imports_ends_the_run_without_waiting_for_it(tmp
         assert running.finish(30) == 129, running.stderr
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
     report = pa.load(run_dir)
-    first = report.meta["passes"][0]
-    assert first["status"] == "interrupted" and first["logs"] == []
-    assert first["error"] == ("interrupted: profile-all got SIGHUP before the pass's process "
+    first = report.meta.passes[0]
+    assert first.status == "interrupted" and first.logs == []
+    assert first.error == ("interrupted: profile-all got SIGHUP before the pass's process "
                               "started: nothing measured")
     assert report.findings().iloc[0]["finding"].startswith("the run was stopped in pass 1: ")
     assert processes_with(str(tmp_path)) == []

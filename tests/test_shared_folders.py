@@ -34,7 +34,7 @@ def test_a_second_run_into_a_folder_being_written_is_refused_at_once(tmp_path):
     finally:
         _stdout, stderr = first.communicate(timeout=240)
     assert first.returncode == 0, stderr
-    assert pa.load(out).meta["status"] == "complete"
+    assert pa.load(out).meta.status == "complete"
     # nothing left behind: no partial folder, no lock
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]
 

@@ -31,8 +31,8 @@ def _step_calls(report: pa.Report, backend: str) -> int:
 
 def _check_counts(out, done, kind: str, steps: int, window: int) -> None:
     report = pa.load(out)
-    timing, *windowed = report.meta["passes"]
-    assert timing["steps"] == steps and timing["step_source"] == SOURCE[kind]
+    timing, *windowed = report.meta.passes
+    assert timing.steps == steps and timing.step_source == SOURCE[kind]
     # the headline, in the terminal, summary.md and report.html
     headline = f"{steps} steps, each {ARTICLE[kind]}{SOURCE[kind]}"
     status = next(line for line in done.stderr.splitlines() if line.startswith("profile-all:"))
@@ -53,12 +53,12 @@ def _check_counts(out, done, kind: str, steps: int, window: int) -> None:
     # every windowed pass saw the window, whatever its backend, in every view
     shown = min(window, steps)
     for summary_of_pass in windowed:
-        [backend] = summary_of_pass["backends"]
-        assert summary_of_pass["steps"] == shown, backend
+        [backend] = summary_of_pass.backends
+        assert summary_of_pass.steps == shown, backend
         if backend in STEP_ROWS:
             assert _step_calls(report, backend) == shown, backend
         passes = report.passes()
-        row = passes[passes["pass"] == summary_of_pass["pass"]]
+        row = passes[passes["pass"] == summary_of_pass.number]
         assert row["steps"].iloc[0] == shown, backend
     if window < steps:
         assert re.search(rf"\| {window} of {steps} \|", summary), summary

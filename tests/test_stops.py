@@ -40,11 +40,11 @@ def test_a_stop_signal_to_profile_all_writes_what_was_measured(tmp_path, signum,
         os.kill(running.process.pid, signum)  # profile-all alone, not its pass's group
         assert running.finish() == code, running.stderr
     report = pa.load(run_dir)
-    assert report.meta["status"] == "interrupted" and report.exit_code == code
-    assert report.meta["stopped_by"] == signal.Signals(signum).name
-    first = report.meta["passes"][0]
-    assert (first["status"], first["exit_code"], first["error"]) == ("interrupted", code, error)
-    assert report.meta["passes_not_run"] == [2]
+    assert report.meta.status == "interrupted" and report.exit_code == code
+    assert report.meta.stopped_by == signal.Signals(signum).name
+    first = report.meta.passes[0]
+    assert (first.status, first.exit_code, first.error) == ("interrupted", code, error)
+    assert report.meta.passes_not_run == [2]
     assert _region(report, "work") == 3  # measured before the stop
     assert _region(report, "sleeping") == 1  # the region it was in, timed until the stop
     assert error in (run_dir / "summary.md").read_text()
@@ -61,7 +61,7 @@ def test_ctrl_c_with_sigint_ignored_still_stops_the_run(tmp_path):
         os.killpg(running.process.pid, signal.SIGINT)
         assert running.finish() == 130, running.stderr
     report = pa.load(run_dir)
-    assert report.meta["passes"][0]["error"] == "interrupted (Ctrl-C)"
+    assert report.meta.passes[0].error == "interrupted (Ctrl-C)"
     assert "KeyboardInterrupt" in (run_dir / "artifacts" / "pass1.stderr.log").read_text()
     assert processes_with(str(run_dir)) == []
 
@@ -106,7 +106,7 @@ def test_a_background_child_holding_stdout_is_ended_and_named(tmp_path):
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 200  # not the child's 300 s
     report = pa.load(tmp_path / "run")
-    left = report.meta["passes"][0]["left_running"]
+    left = report.meta.passes[0].left_running
     assert len(left) == 1 and "sleep 300" in left[0]
     assert "sleep 300" in (tmp_path / "run" / "summary.md").read_text()
     assert {one.pid for one in psutil.process_iter() if _is_sleep_300(one)} <= before
@@ -128,7 +128,7 @@ def test_os_exit_inside_a_region_counts_the_region_up_to_the_exit(tmp_path):
     report = pa.load(tmp_path / "run")
     assert _region(report, "inner") == 1 and _region(report, "outer") == 1
     assert _region(report, "inner", "wall_time") >= 0.3
-    assert report.meta["passes"][0]["error"] == "os._exit(5)"
+    assert report.meta.passes[0].error == "os._exit(5)"
 
 
 def test_a_stop_while_the_report_is_written_keeps_it_whole_and_says_so(tmp_path):
@@ -151,11 +151,11 @@ def test_a_stop_while_the_report_is_written_keeps_it_whole_and_says_so(tmp_path)
         pytest.skip("the report was placed before the signal was sent")
     report = pa.load(run_dir)
     assert code == 143, running.stderr
-    assert report.meta["status"] == "interrupted" and report.exit_code == 143
-    assert report.meta["stopped_by"] == "SIGTERM"
-    assert [p["status"] for p in report.meta["passes"]] == ["ok", "ok"]  # every pass whole
+    assert report.meta.status == "interrupted" and report.exit_code == 143
+    assert report.meta.stopped_by == "SIGTERM"
+    assert [p.status for p in report.meta.passes] == ["ok", "ok"]  # every pass whole
     said = "profile-all got SIGTERM as it wrote the report, after every pass had ended"
-    assert any(d.startswith(said) for d in report.meta["doubts"])
+    assert any(d.startswith(said) for d in report.meta.doubts)
     assert said in (run_dir / "summary.md").read_text()
     assert "interrupted" in (run_dir / "report.html").read_text()
 
@@ -203,7 +203,7 @@ def test_a_child_in_a_session_of_its_own_is_named_and_ended(tmp_path):
     assert done.returncode == 0, done.stderr
     pid = int(pids.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    left = pa.load(run_dir).meta["passes"][0]["left_running"]
+    left = pa.load(run_dir).meta.passes[0].left_running
     assert len(left) == 1 and left[0].startswith(f"pid {pid} (")
     assert left[0].endswith("in a session of its own")
     assert "the target left 1 process running, ended at the end of the pass" in \

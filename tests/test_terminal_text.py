@@ -12,6 +12,7 @@ from rich.console import Console
 from profile_all import units as fmt
 from profile_all.render.terminal import _indented
 from profile_all.report.findings.finding import latency_doubt
+from profile_all.run_record import RunRecord
 
 
 @pytest.mark.parametrize("seconds, shown", [
@@ -49,7 +50,7 @@ def test_a_long_finding_wraps_between_words_under_its_indent():
 
 class _Model:
     def __init__(self, model):
-        self.meta = {"model": model}
+        self.meta = RunRecord(model=model)
 
 
 def test_an_unstable_latency_is_doubted_beside_what_rests_on_it():

@@ -34,10 +34,10 @@ def test_trace_is_written_and_rows_come_from_it(traced):
     assert _value(frame, "operator", "aten::addmm", "self_time") > 0
     shapes = frame[(frame["scope"] == "operator_shape") & (frame["metric"] == "calls")]
     assert "aten::addmm [[64], [16, 32], [32, 64], [], []]" in set(shapes["name"])  # bias first
-    assert any(a["path"] == "artifacts/torch_trace.pt.trace.json.gz"
-               for a in report.meta["artifacts"])
+    assert any(a.path == "artifacts/torch_trace.pt.trace.json.gz"
+               for a in report.meta.artifacts)
     # a profiler session imports torch._dynamo: every pass imports it before the target
-    assert report.meta["preimported"] == ["torch", "torch._dynamo"]
+    assert report.meta.preimported == ["torch", "torch._dynamo"]
 
 
 def test_regions_are_record_functions_beside_the_wallclock(traced):
@@ -71,7 +71,7 @@ def test_target_with_its_own_profiler_is_reported_not_crashed(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("own profiler events: True total: 100.0") == 2  # both passes
     report = pa.load(tmp_path / "run")
-    failures = report.meta["passes"][1]["backend_failures"]
+    failures = report.meta.passes[1].backend_failures
     assert failures[0]["backend"] == "torch-profiler"
     assert "opened its own torch.profiler session" in failures[0]["error"]
     assert "opened its own torch.profiler session" in (tmp_path / "run" / "summary.md").read_text()
@@ -166,8 +166,8 @@ def test_a_trace_too_big_for_the_free_memory_is_kept_and_not_read(tmp_path):
                        env={"PROFILE_ALL_MAX_UNPACKED": "1K"})
     assert done.returncode == 0, done.stderr
     report = pa.load(out)
-    [traced] = [p for p in report.meta["passes"] if p["backends"] == ["torch-profiler"]]
-    [lost] = [f["error"] for f in traced["backend_failures"] if f["phase"] == "lost"]
+    [traced] = [p for p in report.meta.passes if p.backends == ["torch-profiler"]]
+    [lost] = [f["error"] for f in traced.backend_failures if f["phase"] == "lost"]
     assert lost.startswith("its trace was written but not read: ") and "--pass-steps N" in lost
     assert "unpacks to more than 1 KiB (--max-unpacked)" in lost
     assert (out / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()

@@ -13,6 +13,7 @@ import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all import noise
 from profile_all.backends import load
+from profile_all.pass_record import PassRecord
 from profile_all.runner import run_checks
 from profile_all.runner.plan import plan_passes
 
@@ -47,13 +48,12 @@ def test_runs_not_calls_carry_the_noise():
 
 
 def _summary(number, steps, timing=False, wall=1.0):
-    return {"pass": number, "backends": ["wallclock" if timing else "cprofile"],
-            "timing": timing, "status": "ok", "target_wall_time": wall,
-            "steps": len(steps) + 1}
+    return PassRecord(number=number, backends=["wallclock" if timing else "cprofile"],
+                      timing=timing, status="ok", target_wall_time=wall, steps=len(steps) + 1)
 
 
 def _step_times(passes, *steps):
-    return {summary["pass"]: list(times) for summary, times in zip(passes, steps, strict=True)}
+    return {summary.number: list(times) for summary, times in zip(passes, steps, strict=True)}
 
 
 def test_an_overhead_below_one_is_never_a_speed_up():
@@ -64,18 +64,18 @@ def test_an_overhead_below_one_is_never_a_speed_up():
               for number, times in enumerate(steps, start=1)]
     step_times = _step_times(passes, *steps)
     run_checks.add_overheads(passes, step_times, comparable=True)
-    verdicts = [p["overhead_verdict"] for p in passes]
+    verdicts = [p.overhead_verdict for p in passes]
     assert verdicts[0] == "reference"
     assert verdicts[1].startswith("below 1: noise or different work")
     assert verdicts[2] == "within noise"
-    assert verdicts[3] == "above noise" and passes[3]["overhead_low"] > 1.4
+    assert verdicts[3] == "above noise" and passes[3].overhead_low > 1.4
     said = run_checks.doubts(passes, [], step_times, [], comparable=True)
     assert any("ran faster than the clean pass" in line and "not a speed-up" in line
                for line in said)
     one_each = [_summary(1, [], timing=True, wall=2.0), _summary(2, [], wall=1.8)]
     run_checks.add_overheads(one_each, {}, comparable=True)
-    assert one_each[1]["overhead_verdict"] == "untested"
-    assert one_each[1]["overhead_low"] is None
+    assert one_each[1].overhead_verdict == "untested"
+    assert one_each[1].overhead_low is None
 
 
 def test_profiled_passes_get_per_step_overheads_and_the_same_imports(tmp_path):
@@ -101,7 +101,7 @@ def test_every_pass_imports_the_same_whatever_the_backends(tmp_path):
     assert "torch before the target: True" in alone.stdout
     both = pa.run(TARGETS / "preimported.py", backends=["wallclock", "torch-profiler"],
                   out=tmp_path / "both")
-    assert pa.load(tmp_path / "alone").meta["preimported"] == both.meta["preimported"] \
+    assert pa.load(tmp_path / "alone").meta.preimported == both.meta.preimported \
         == ["torch", "torch._dynamo"]
 
 
@@ -109,7 +109,7 @@ def test_passes_that_did_different_work_are_named(tmp_path):
     report = pa.run(TARGETS / "uneven_steps.py", [str(tmp_path / "count")],
                     backends=["wallclock", "cprofile"], out=tmp_path / "run")
     assert list(report.passes()["steps"]) == [10, 15]
-    said = [line for line in report.meta["doubts"] if line.startswith("passes did")]
+    said = [line for line in report.meta.doubts if line.startswith("passes did")]
     assert said == ["passes did different work (steps per pass: pass 1: 10, pass 2: 15): "
                     "whole-run times and totals do not compare; per-step figures still do"]
     assert said[0] in (tmp_path / "run" / "summary.md").read_text()
@@ -119,7 +119,7 @@ def test_a_noisy_clean_pass_is_said_to_be(tmp_path):
     report = pa.run(TARGETS / "uneven_steps.py", [str(tmp_path / "count"), "noisy"],
                     backends=["wallclock"], out=tmp_path / "run")
     assert any(line.startswith("the clean timing pass 1 was noisy: its steps vary by")
-               for line in report.meta["doubts"])
+               for line in report.meta.doubts)
 
 
 def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
@@ -127,7 +127,7 @@ def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
                          "-b", "cprofile", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
-    said = [line for line in report.meta["doubts"] if "child processes" in line]
+    said = [line for line in report.meta.doubts if "child processes" in line]
     assert len(said) == 1 and "cprofile" in said[0] and "did not see that work" in said[0]
     cpu = float(said[0].split("used ")[1].split(" s of CPU")[0])
     assert cpu >= 0.3  # the child burned about 0.4 s of CPU
@@ -140,9 +140,9 @@ def test_a_target_that_starts_its_own_cprofile_is_named_with_what_was_lost(tmp_p
     assert result.returncode == 0, result.stderr  # the target's own exit code
     assert result.stdout.count("own profile saw calls: True") == 2
     report = pa.load(tmp_path / "run")
-    assert report.meta["status"] == "partial"
+    assert report.meta.status == "partial"
     assert list(report.passes()["status"]) == ["ok", "partial"]
-    lost = report.meta["passes"][1]["backend_failures"]
+    lost = report.meta.passes[1].backend_failures
     assert lost[0]["phase"] == "lost"
     assert f"{TARGETS / 'own_cprofile.py'}:15" in lost[0]["error"]
     assert "of the run is missing from cprofile.prof" in lost[0]["error"]
@@ -155,9 +155,9 @@ def test_a_tracer_that_recorded_nothing_is_not_ok(tmp_path):
     report = pa.run(TARGETS / "no_torch.py", backends=["torch-profiler"],
                     out=tmp_path / "run")
     assert report.exit_code == 0
-    assert report.meta["status"] == "partial"
-    traced = [p for p in report.meta["passes"] if p["backends"] == ["torch-profiler"]]
-    failure = traced[0]["backend_failures"][0]
+    assert report.meta.status == "partial"
+    traced = [p for p in report.meta.passes if p.backends == ["torch-profiler"]]
+    failure = traced[0].backend_failures[0]
     assert failure["backend"] == "torch-profiler"
     assert failure["error"].startswith("recorded nothing beyond the run's totals")
 
@@ -171,7 +171,7 @@ def test_region_names_survive_every_backend(tmp_path):
     report = pa.run(TARGETS / "speed.py", ["0.001", *HOSTILE],
                     backends=["wallclock", "torch-profiler", "flop-counter", "memory"],
                     out=tmp_path / "run")
-    assert report.meta["status"] == "complete", report.meta["passes"]
+    assert report.meta.status == "complete", report.meta.passes
     regions = report.frame[(report.frame["scope"] == "region")
                            & (report.frame["metric"] == "calls")]
     for backend in ("wallclock", "torch-profiler", "flop-counter"):
@@ -180,7 +180,7 @@ def test_region_names_survive_every_backend(tmp_path):
     memory = report.frame[(report.frame["backend"] == "memory")
                           & (report.frame["scope"] == "region")]
     assert set(HOSTILE) <= set(memory["name"])
-    json.loads(json.dumps(report.meta))  # and the metadata stays valid JSON
+    json.loads(json.dumps(report.meta.to_json()))  # and the metadata stays valid JSON
 
 
 def test_model_latency_has_blocks_and_repeats_side_by_side(tmp_path):
@@ -194,7 +194,7 @@ def test_model_latency_has_blocks_and_repeats_side_by_side(tmp_path):
         median = latency[(latency["pass"] == number) & (latency["stat"] == "median")
                          & (latency["metric"] == "latency")]["value"].item()
         assert low <= median <= high
-    timing = report.meta["model"]["timing_passes"]
+    timing = report.meta.model["timing_passes"]
     assert [t["pass"] for t in timing] == [1, 2] and all(t["blocks"] == 5 for t in timing)
     from profile_all.render.model_tables import latency_table
 
@@ -210,23 +210,23 @@ def _linear_spec(tmp_path):
 def test_steps_are_found_through_the_optimizer_when_the_script_marks_none(tmp_path):
     report = pa.run(TARGETS / "optimizer_steps.py", backends=["wallclock", "cprofile"],
                     out=tmp_path / "run")
-    passes = report.meta["passes"]
-    assert [(p["steps"], p["step_source"]) for p in passes] == [(12, "optimizer.step()")] * 2
-    assert passes[1]["overhead_basis"].startswith("per-step times")
+    passes = report.meta.passes
+    assert [(p.steps, p.step_source) for p in passes] == [(12, "optimizer.step()")] * 2
+    assert passes[1].overhead_basis.startswith("per-step times")
     uneven = pa.run(TARGETS / "optimizer_steps.py", [str(tmp_path / "count")],
                     backends=["wallclock", "cprofile"], out=tmp_path / "uneven")
     assert any("steps per pass: pass 1: 12, pass 2: 14" in line
-               for line in uneven.meta["doubts"])
+               for line in uneven.meta.doubts)
 
 
 def test_unlike_work_without_steps_is_seen_in_region_calls_or_said_unknowable(tmp_path):
     regions = pa.run(TARGETS / "uneven_regions.py", [str(tmp_path / "count")],
                      backends=["wallclock", "flop-counter"], out=tmp_path / "regions")
     assert any("calls of region work: pass 1: 3, pass 2: 4" in line
-               for line in regions.meta["doubts"])
+               for line in regions.meta.doubts)
     bare = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"],
                   out=tmp_path / "bare")
-    assert any(line.startswith("the target marks no step") for line in bare.meta["doubts"])
+    assert any(line.startswith("the target marks no step") for line in bare.meta.doubts)
 
 
 def test_without_steps_the_overhead_interval_is_a_prediction_from_the_repeats(tmp_path):
@@ -236,11 +236,11 @@ def test_without_steps_the_overhead_interval_is_a_prediction_from_the_repeats(tm
 
     report = pa.run(TARGETS / "no_torch.py", backends=["wallclock", "cprofile"], repeat=3,
                     out=tmp_path / "run")
-    passes = report.meta["passes"]
-    timing = np.log([p["target_wall_time"] for p in passes if p["timing"]])
-    profiled = next(p for p in passes if not p["timing"])
+    passes = report.meta.passes
+    timing = np.log([p.target_wall_time for p in passes if p.timing])
+    profiled = next(p for p in passes if not p.timing)
     margin = stats.t.ppf(0.975, 2) * timing.std(ddof=1) * np.sqrt(1 + 1 / 3)
-    centre = np.log(profiled["target_wall_time"]) - timing.mean()
-    assert profiled["overhead_low"] == pytest.approx(np.exp(centre - margin))
-    assert profiled["overhead_high"] == pytest.approx(np.exp(centre + margin))
-    assert profiled["overhead_basis"] == "whole run against 3 timing passes (no steps)"
+    centre = np.log(profiled.target_wall_time) - timing.mean()
+    assert profiled.overhead_low == pytest.approx(np.exp(centre - margin))
+    assert profiled.overhead_high == pytest.approx(np.exp(centre + margin))
+    assert profiled.overhead_basis == "whole run against 3 timing passes (no steps)"

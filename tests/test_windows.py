@@ -23,15 +23,15 @@ def _sleeps(report, number):
 def test_profiled_passes_run_a_window_and_say_so(tmp_path):
     report = pa.run(SPEED, ["0.001"], backends=["wallclock", "cprofile"], out=tmp_path / "r",
                     pass_steps=10)
-    assert report.exit_code == 0 and report.meta["status"] == "complete"
+    assert report.exit_code == 0 and report.meta.status == "complete"
     passes = report.passes().set_index("pass")
     assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (30, 10)
     assert passes.loc[2, "window"] == 10 and pd.isna(passes.loc[1, "window"])
     # cProfile saw the target's first 10 steps only: two sleeps a step
     assert _sleeps(report, 2) == 20
-    said = [line for line in report.meta["doubts"] if "ended the target after 10 steps" in line]
+    said = [line for line in report.meta.doubts if "ended the target after 10 steps" in line]
     assert said and "of the 30 the timing pass ran" in said[0]
-    assert not any("did different work" in line for line in report.meta["doubts"])
+    assert not any("did different work" in line for line in report.meta.doubts)
     assert "| 10 of 30 " in (tmp_path / "r" / "summary.md").read_text()
 
 
@@ -56,7 +56,7 @@ def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
     report = pa.load(tmp_path / "r")
     passes = report.passes().set_index("pass")
     assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (40, 7)
-    assert report.meta["passes"][1]["step_source"] == "optimizer.step()"
+    assert report.meta.passes[1].step_source == "optimizer.step()"
 
 
 def _printed(run_dir, number):
@@ -73,7 +73,7 @@ def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_
     report = pa.load(tmp_path / "r")
     passes = report.passes().set_index("pass")
     assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (6, 3)
-    assert {p["step_source"] for p in report.meta["passes"]} == {"optimizer.step()"}
+    assert {p.step_source for p in report.meta.passes} == {"optimizer.step()"}
     assert _printed(tmp_path / "r", 1)[-1] == "step 6 done, 34 forward calls"
     # ended as its third step ended, before the script printed it
     assert _printed(tmp_path / "r", 2)[-1] == "step 2 done, 18 forward calls"
@@ -93,7 +93,7 @@ def test_an_inference_loop_is_windowed_by_its_outermost_module_calls(tmp_path):
     report = pa.load(tmp_path / "r")
     passes = report.passes().set_index("pass")
     assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (40, 5)  # not 3 modules each
-    assert {p["step_source"] for p in report.meta["passes"]} == {"outermost module call"}
+    assert {p.step_source for p in report.meta.passes} == {"outermost module call"}
     assert passes.loc[2, "overhead_basis"].startswith("per-step times")
 
 
@@ -103,7 +103,7 @@ def test_a_target_without_steps_runs_whole(tmp_path):
     passes = report.passes()
     assert list(passes["steps"].fillna(0)) == [0, 0]
     assert not passes["window"].notna().any()
-    assert not any("ended the target" in line for line in report.meta["doubts"])
+    assert not any("ended the target" in line for line in report.meta.doubts)
 
 
 @pytest.mark.parametrize("value", ["x", "1", "0"])
@@ -136,7 +136,7 @@ def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
                        "-b", "torch-profiler", "-o", tmp_path / "r", "--", "optimizer", "30")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
-    assert [p["backends"] for p in report.meta["passes"]] == [
+    assert [p.backends for p in report.meta.passes] == [
         ["wallclock"], ["flop-counter"], ["torch-profiler"]]
     frame = report.frame
     calls = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
@@ -150,7 +150,7 @@ def test_a_window_as_long_as_the_script_runs_it_whole(tmp_path):
                        "25", "-o", tmp_path / "r", "--", "optimizer", "25")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
-    assert [(p["steps"], p["window"]) for p in report.meta["passes"]] == [(25, None),
+    assert [(p.steps, p.window) for p in report.meta.passes] == [(25, None),
                                                                            (25, None)]
     log = (tmp_path / "r" / "artifacts" / "pass2.stdout.log").read_text()
     assert log.split()[-1] == "done"

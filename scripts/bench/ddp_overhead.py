@@ -45,7 +45,7 @@ def main() -> None:
             profiled.append(_timed([sys.executable, "-m", "profile_all", "run",
                                     "--nproc-per-node", "2", "-b", "wallclock", "-o", str(out),
                                     str(EXAMPLE), "--", *script_args]))
-            target.append(pa.load(out).meta["passes"][0]["target_wall_time"])
+            target.append(pa.load(out).meta.passes[0].target_wall_time)
             print(f"round {round_index + 1}: bare torchrun {bare[-1]:.2f} s, profile-all "
                   f"{profiled[-1]:.2f} s (target {target[-1]:.2f} s)")
     bare_median, profiled_median = statistics.median(bare), statistics.median(profiled)

@@ -90,7 +90,7 @@ def model_on_the_gpu(out: Path) -> Verdict:
     measured, ok = [], True
     for dtype in ("float32", "bfloat16"):
         report = _model(out, f"model_{dtype}", dtype)
-        clock = report.meta["model"].get("clock")
+        clock = report.meta.model.get("clock")
         achieved = _value(report, backend="derived", scope="model", metric="achieved_flops",
                           stat="value")
         median = _value(report, backend="bench", scope="model", metric="latency",
@@ -113,7 +113,7 @@ def batch_search_through_an_oom(out: Path) -> Verdict:
     bisected = any(size & (size - 1) for size in sizes)  # a size that is not a power of 2
     ok = report.exit_code == 0 and len(sizes) >= 2
     return Verdict("batch-size search through an OOM", "pass" if ok else "FAIL",
-                   f"batches tried {sizes}, best {report.meta['model'].get('best_batch_size')}"
+                   f"batches tried {sizes}, best {report.meta.model.get('best_batch_size')}"
                    f"{', bisected after the OOM' if bisected else ''}")
 
 

@@ -77,8 +77,9 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     fresh_processes: a fresh interpreter for every pass, instead of forking each from a
     server that imported torch once (seconds saved a pass).
     observer: told as each pass starts and ends (`pass_started(pass, count)`,
-    `pass_ended(pass, count, summary)`): the CLI's progress lines. None: progress lines in
-    a Jupyter notebook's cell, nothing elsewhere; False: nothing anywhere.
+    `pass_ended(pass, count, summary)`, summary a pass_record.PassRecord): the CLI's
+    progress lines. None: progress lines in a Jupyter notebook's cell, nothing elsewhere;
+    False: nothing anywhere.
     command: the command line recorded in meta.json (the CLI's argv).
     options["torch-profiler"]["schedule"]: {"wait": W, "warmup": U, "active": A} or "W,U,A".
     pass_steps: where the target marks steps (pa.step(), or optimizer.step()), every pass

@@ -84,7 +84,7 @@ def _finish(report: Any, as_json: bool, quiet: bool) -> None:
     from profile_all.render import output_formats, terminal
 
     if quiet:
-        print(f"profile-all: {report.meta.get('status')}, exit code {report.exit_code}: "
+        print(f"profile-all: {report.meta.status}, exit code {report.exit_code}: "
               f"{report.run_dir}", file=sys.stderr)
     else:
         terminal.render(report, err_console)

@@ -23,9 +23,9 @@ def profile_file(run_dir: Path, rank: int = 0) -> Path:
     the folder's own files (an ingest keeps a copy of each pstats file it read), never a
     path that meta.json names elsewhere."""
     report = load(run_dir)
-    profiles = {_rank_of(a["path"]): report.run_dir / a["path"]
-                for a in report.meta.get("artifacts", []) if a["path"].endswith(".prof")}
-    ingested = report.meta.get("target", {}).get("kind") == "ingest"
+    profiles = {_rank_of(a.path): report.run_dir / a.path
+                for a in report.meta.artifacts if a.path.endswith(".prof")}
+    ingested = report.meta.target.get("kind") == "ingest"
     if not profiles:
         raise UsageError(f"{run_dir} has no cProfile file: " + (
             "none of the files it was ingested from is a pstats file (or it was ingested "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from profile_all.pass_record import PassRecord
 from profile_all.render.call_icicle import call_icicle
 from profile_all.rows import DERIVED, region_paths
 
@@ -218,13 +219,14 @@ def region_timeline(report: Report) -> Figure | None:
     return {"data": data, "layout": layout}
 
 
-def _step_numbers(summary: dict[str, Any], kept: int) -> list[int]:
+def _step_numbers(summary: PassRecord | None, kept: int) -> list[int]:
     """The number of each step a timer's samples hold: per-step samples leave out step 1
     and the steps that compiled (ARCHITECTURE.md, "What a step spans"), and are thinned
     evenly past backends.base.MAX_SAMPLES as kept_samples thins them."""
-    left_out = {1, *summary.get("compile_steps", [])}
-    numbers = [n for n in range(1, (summary.get("steps") or 0) + 1) if n not in left_out]
-    if len(numbers) < kept:  # (a pass summary that does not say)
+    left_out = {1, *(summary.compile_steps if summary else [])}
+    steps = (summary.steps if summary else None) or 0
+    numbers = [n for n in range(1, steps + 1) if n not in left_out]
+    if len(numbers) < kept:  # (a pass that does not say)
         return list(range(1, kept + 1))
     return [numbers[index * len(numbers) // kept] for index in range(kept)]
 
@@ -238,12 +240,12 @@ def step_times(report: Report) -> Figure | None:
     if steps.empty:
         return None
     data = []
-    passes = {p.get("pass"): p for p in report.meta.get("passes", [])}
+    passes = {p.number: p for p in report.meta.passes}
     for (backend, run_pass, rank), one in steps.groupby(["backend", "pass", "rank"]):
         label = f"{backend} pass {run_pass}" + (f" rank {rank}" if steps["rank"].nunique() > 1
                                                else "")
         data.append({"type": "scatter", "mode": "lines+markers", "name": label,
-                     "x": _step_numbers(passes.get(run_pass, {}), len(one)),
+                     "x": _step_numbers(passes.get(run_pass), len(one)),
                      "y": _ms(one["value"]),
                      "marker": {"size": 4},
                      "hovertemplate": "step %{x}: %{y:.3f} ms<extra>" + label + "</extra>"})

@@ -165,13 +165,12 @@ def body(report: Report, with_charts: bool = False,
     the first rows of the long ones); the charts with plotly.js inlined `with_charts`
     (a Report in a notebook, render.notebook, shows the rest: no 5 MB of script in a cell)."""
     meta = report.meta
-    target = meta.get("target", {})
-    status = meta.get("status", "?")
+    status = meta.status or "?"
     css_class = "status-ok" if status == "complete" else "status-bad"
     steps = steps_line(report)
-    parts = [f"<h1>profile-all: <code>{_text(target.get('command', ''))}</code></h1>",
+    parts = [f"<h1>profile-all: <code>{_text(meta.target.get('command', ''))}</code></h1>",
              f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
-             f"{_text(meta.get('exit_code'))}"
+             f"{_text(meta.exit_code)}"
              f"{_text('; ' + steps) if steps else ''}. "
              "Run directory: "
              f"<code>{_text(report.run_dir or '(not saved)')}</code></p>"]
@@ -195,7 +194,7 @@ def body(report: Report, with_charts: bool = False,
 
 
 def render(report: Report, shown: list[sections.Shown] | None = None) -> str:
-    title = _text(f"profile-all: {report.meta.get('target', {}).get('command', '')}")
+    title = _text(f"profile-all: {report.meta.target.get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title}</title><style>{_CSS}</style></head>\n"

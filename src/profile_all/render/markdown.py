@@ -56,10 +56,9 @@ def render(report: Report, top: int = TOP,
     """The report as markdown; long tables cut to `top` rows, with a count of the rest
     (`shown`: the sections' tables, when the caller made them already)."""
     meta = report.meta
-    target = meta.get("target", {})
     steps = steps_line(report)
-    out = [f"# profile-all: {_code(target.get('command', ''))}", "",
-           f"Status: **{_text(meta.get('status'))}**, exit code {meta.get('exit_code')}"
+    out = [f"# profile-all: {_code(meta.target.get('command', ''))}", "",
+           f"Status: **{_text(meta.status)}**, exit code {meta.exit_code}"
            f"{_text('; ' + steps) if steps else ''}.", ""]
     found = problems(report)
     if found:

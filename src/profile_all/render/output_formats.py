@@ -23,8 +23,8 @@ def findings_json(report: Report) -> str:
     findings = report.findings().astype(object).where(report.findings().notna(), None)
     return orjson.dumps(visible_all({
         "run_dir": str(report.run_dir) if report.run_dir else None,
-        "status": report.meta.get("status"), "exit_code": report.exit_code,
-        "findings": findings.to_dict(orient="records"), "meta": report.meta}),
+        "status": report.meta.status, "exit_code": report.exit_code,
+        "findings": findings.to_dict(orient="records"), "meta": report.meta.to_json()}),
         option=orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
 
 
@@ -39,7 +39,7 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
         visible_text(report.frame).to_csv(stream, index=False)
     elif format == "json":
         rows = visible_text(report.frame).to_dict(orient="records")
-        stream.write(orjson.dumps({"meta": visible_all(report.meta), "rows": rows},
+        stream.write(orjson.dumps({"meta": visible_all(report.meta.to_json()), "rows": rows},
                                   option=orjson.OPT_SERIALIZE_NUMPY,
                                   default=str).decode() + "\n")
     else:

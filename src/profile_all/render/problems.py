@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
+from profile_all.pass_record import PassRecord
 from profile_all.report.counters import Counting
 from profile_all.rows import UNATTRIBUTED
 
@@ -22,10 +23,10 @@ ATTRIBUTED_ENOUGH = 0.95
 def problems(report: Report) -> list[str]:
     """Skipped backends, failed passes and failing backends, one sentence each."""
     lines = [f"backend {name} skipped: {why}"
-             for name, why in report.meta.get("skipped_backends", {}).items()]
-    for summary in report.meta.get("passes", []):
+             for name, why in report.meta.skipped_backends.items()]
+    for summary in report.meta.passes:
         lines += _pass_problems(summary)
-    model = report.meta.get("model", {})
+    model = report.meta.model
     if model.get("unstable"):
         lines.append(f"unstable measurement: the latency's coefficient of variation is "
                      f"{model['cv']:.0%} (over 10%): a busy machine, frequency scaling, or too "
@@ -33,39 +34,39 @@ def problems(report: Report) -> list[str]:
     if model:
         lines += zero_counts(report.modules(), report.counting)
     lines += attribution_warnings(report)
-    lines += report.meta.get("doubts", [])
-    if report.meta.get("passes_not_run"):
-        lines.append("passes not run: " + ", ".join(map(str, report.meta["passes_not_run"])))
+    lines += report.meta.doubts
+    if report.meta.passes_not_run:
+        lines.append("passes not run: " + ", ".join(map(str, report.meta.passes_not_run)))
     return lines
 
 
-def _pass_problems(summary: dict) -> list[str]:
+def _pass_problems(summary: PassRecord) -> list[str]:
     """A pass that did not end well (and how each rank ended), what its target left
     running, and what its backends lost or noted."""
     lines = []
-    if summary["status"] == "partial":
-        lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) partial: "
+    if summary.status == "partial":
+        lines.append(f"pass {summary.number} ({'+'.join(summary.backends)}) partial: "
                      "the target ended well, but a backend lost part of what it measured "
                      "(below)")
-    elif summary["status"] != "ok":
-        kept = "rows recovered from its journal" if summary.get("recovered") else \
+    elif summary.status != "ok":
+        kept = "rows recovered from its journal" if summary.recovered else \
             "rows measured until then are kept"
-        said = summary["error"] if summary["error"].startswith(summary["status"]) \
-            else f"{summary['status']}: {summary['error']}"
-        lines.append(f"pass {summary['pass']} ({'+'.join(summary['backends'])}) "
+        said = summary.error if summary.error.startswith(summary.status) \
+            else f"{summary.status}: {summary.error}"
+        lines.append(f"pass {summary.number} ({'+'.join(summary.backends)}) "
                      f"{said} ({kept})")
-        if summary.get("ranks"):
-            lines.append(f"pass {summary['pass']} ranks: " + ", ".join(
+        if summary.ranks:
+            lines.append(f"pass {summary.number} ranks: " + ", ".join(
                 f"rank {r['rank']} {r['status']} (exit {r['exit_code']})"
-                for r in summary["ranks"]))
-    if summary.get("left_running"):
-        left = fmt.counted(len(summary["left_running"]), "process", "processes")
-        lines.append(f"pass {summary['pass']}: the target left {left} running, ended at "
-                     f"the end of the pass: {'; '.join(summary['left_running'])}")
+                for r in summary.ranks))
+    if summary.left_running:
+        left = fmt.counted(len(summary.left_running), "process", "processes")
+        lines.append(f"pass {summary.number}: the target left {left} running, ended at "
+                     f"the end of the pass: {'; '.join(summary.left_running)}")
     return lines + [f"backend {f['backend']}: {f['error']}" if f["phase"] == "note" else
                     f"backend {f['backend']} lost data: {f['error']}" if f["phase"] == "lost"
                     else f"backend {f['backend']} failed in {f['phase']}: {f['error']}"
-                    for f in summary.get("backend_failures", [])]
+                    for f in summary.backend_failures]
 
 
 def attribution_warnings(report: Report) -> list[str]:

@@ -95,7 +95,7 @@ def passes_table(report: Report) -> pd.DataFrame:
     passes = report.passes()
     timed = passes.loc[passes["window"].isna(), "steps"].dropna()
     whole = timed.max() if not timed.empty else float("nan")
-    model = report.meta.get("target", {}).get("kind") == "model"
+    model = report.meta.target.get("kind") == "model"
     return pd.DataFrame({
         "pass": passes["pass"].astype(str),
         "backends": passes["backends"],
@@ -128,7 +128,7 @@ def functions_table(report: Report) -> pd.DataFrame:
     shown = _shown(report.functions(), "function", [
         ("calls", "calls", fmt.count), ("self_time", "self", fmt.seconds),
         ("cumulative_time", "cumulative", fmt.seconds)])
-    cwd = report.meta.get("cwd", "")
+    cwd = report.meta.cwd
     shown["function"] = shown["function"].map(lambda name: fmt.code_path(name, cwd))
     return shown
 
@@ -170,8 +170,8 @@ def open_commands(report: Report) -> list[tuple[str, str, str]]:
     """(backend, native file, the command that opens it) for every native file of the run."""
     run_dir = str(report.run_dir) if report.run_dir else "RUN"
     # the command is text from meta.json: a placeholder replaced, never str.format
-    return [(a["backend"], a["path"], a["open_command"].replace("{run_dir}", run_dir))
-            for a in report.meta.get("artifacts", [])]
+    return [(a.backend, a.path, a.open_command.replace("{run_dir}", run_dir))
+            for a in report.meta.artifacts]
 
 
 def native_files_table(report: Report) -> pd.DataFrame:
@@ -182,14 +182,14 @@ def native_files_table(report: Report) -> pd.DataFrame:
 
 
 def skipped_table(report: Report) -> pd.DataFrame:
-    skipped = report.meta.get("skipped_backends", {})
+    skipped = report.meta.skipped_backends
     if not skipped:
         return pd.DataFrame()
     return pd.DataFrame({"backend": list(skipped), "why": list(skipped.values())})
 
 
 def environment_table(report: Report) -> pd.DataFrame:
-    env = dict(report.meta.get("environment", {}))
+    env = dict(report.meta.environment)
     packages = env.pop("packages", {}) or {}
     facts = {key: json.dumps(value) if isinstance(value, list | dict) else value
              for key, value in env.items()}
@@ -238,7 +238,7 @@ def compilation_table(report: Report) -> pd.DataFrame:
     view = report.compilation()
     if view.empty:
         return view
-    cwd = report.meta.get("cwd", "")
+    cwd = report.meta.cwd
     return pd.DataFrame({
         "event": view["event"],
         "where": view["where"].map(lambda where: fmt.code_path(where, cwd)),

@@ -170,13 +170,13 @@ def rich_table(title: str, frame: pd.DataFrame, left_out: int = 0,
 def headline(report: Report, console: Console) -> None:
     """Status and passes, then the top findings with a bar for their share and what to try."""
     meta = report.meta
-    passes, sources = meta.get("passes", []), meta.get("sources", [])
+    passes, sources = meta.passes, meta.sources
     ran = f"{len(passes)} pass{'es' if len(passes) != 1 else ''}" if passes or not sources \
         else f"{len(sources)} file{'s' if len(sources) != 1 else ''} read"  # ingested
     steps = steps_line(report)
     ran += f", {steps}" if steps else ""
-    console.print(Text(visible(f"profile-all: {meta.get('status')}, exit code "
-                               f"{meta.get('exit_code')}, {ran}"), style="bold"))
+    console.print(Text(visible(f"profile-all: {meta.status}, exit code {meta.exit_code}, "
+                               f"{ran}"), style="bold"))
     found = report.findings()
     for number, one in enumerate(found.head(HEADLINE).to_dict("records"), start=1):
         share = one["share"]

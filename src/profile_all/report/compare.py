@@ -42,7 +42,7 @@ COLUMNS = ["kind", "name", "parent", "backend", "metric", "a", "b", "change", "c
 
 def _timing_passes(report: Any) -> set[int]:
     """The passes of a run whose samples are clean timings (timers, the model benchmark)."""
-    return {p["pass"] for p in report.meta.get("passes", []) if p.get("timing")}
+    return {p.number for p in report.meta.passes if p.timing}
 
 
 def _runs(report: Any) -> dict[tuple, list[np.ndarray]]:
@@ -183,13 +183,13 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     rows += _counts(a, b)
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     table.attrs["notes"] = _unlike(a, b)
-    table.attrs["cwd"] = str(b.meta.get("cwd") or "")  # functions' files are shown from it
+    table.attrs["cwd"] = b.meta.cwd  # functions' files are shown from it
     return table
 
 
 def target_of(report: Any) -> tuple[str, str]:
     """What a run profiled: (kind, the script's path or the model's spec)."""
-    target = report.meta.get("target", {})
+    target = report.meta.target
     return str(target.get("kind", "")), str(target.get("path") or target.get("spec") or "")
 
 
@@ -201,12 +201,11 @@ def _unlike(a: Any, b: Any) -> list[str]:
         notes.append(f"the runs profiled different targets: {target_of(a)[1] or 'unknown'} "
                      f"against {target_of(b)[1] or 'unknown'}: their times are not of one "
                      "program")
-    for key, what in (("preimported", "modules imported before the target's clock"),):
-        if a.meta.get(key) != b.meta.get(key):
-            notes.append(f"the runs differ in {what}: {a.meta.get(key)} against "
-                         f"{b.meta.get(key)}")
-    timers = [sorted({n for p in r.meta.get("passes", []) if p.get("timing")
-                      for n in p["backends"]}) for r in (a, b)]
+    if a.meta.preimported != b.meta.preimported:
+        notes.append("the runs differ in modules imported before the target's clock: "
+                     f"{a.meta.preimported} against {b.meta.preimported}")
+    timers = [sorted({n for p in r.meta.passes if p.timing for n in p.backends})
+              for r in (a, b)]
     if timers[0] != timers[1]:
         notes.append(f"the timing passes ran different timers: {timers[0]} against "
                      f"{timers[1]}")

@@ -11,11 +11,12 @@ from profile_all.report.compare import compare
 from profile_all.report.findings import findings
 from profile_all.report.run_data import RunData, timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS
+from profile_all.run_record import RunRecord
 
 
 class Report(RunData):
     @classmethod
-    def from_rows(cls, rows: list[list[Any]], meta: dict[str, Any],
+    def from_rows(cls, rows: list[list[Any]], meta: RunRecord,
                   samples: list[list[Any]] | None = None,
                   timeline: list[list[Any]] | None = None) -> Report:
         """`samples`: [backend, pass, rank, scope, name, parent, metric, [values]] each;

@@ -1,5 +1,5 @@
-"""A run's data: one long, tidy DataFrame (`frame`, a row per measured value), `meta`,
-the per-call `samples` and the `timeline`.
+"""A run's data: one long, tidy DataFrame (`frame`, a row per measured value), `meta` (the
+run's record, run_record.RunRecord), the per-call `samples` and the `timeline`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
 `operators()`, `kernels()`, `memory()`, `lines()`, `passes()`, `compilation()`, `ranks()`,
@@ -23,10 +23,7 @@ from profile_all.rows import (
     Facts,
     region_paths,
 )
-
-#: version of the run-directory layout; `load` refuses a newer one. 2: the memory timeline
-#: in timeline.parquet (1 kept it in the frame, its time in the stat column as `t=...`)
-FORMAT_VERSION = 2
+from profile_all.run_record import RunRecord
 
 _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
@@ -45,7 +42,7 @@ def timeline_frame(entries: list[list[Any]] | None = None) -> pd.DataFrame:
 
 
 class RunData:
-    def __init__(self, frame: pd.DataFrame, meta: dict[str, Any],
+    def __init__(self, frame: pd.DataFrame, meta: RunRecord,
                  run_dir: Path | None = None, samples: pd.DataFrame | None = None,
                  timeline: pd.DataFrame | None = None) -> None:
         self.frame = frame
@@ -60,7 +57,7 @@ class RunData:
     def _once(self, view: str, compute: Any) -> pd.DataFrame:
         """A costly view (the counters' comparison) computed once for this frame: every
         renderer and check asks for it; a copy each time, so callers cannot spoil it."""
-        stamp = (id(self.frame), len(self.frame), repr(self.meta.get("backend_facts")),
+        stamp = (id(self.frame), len(self.frame), repr(self.meta.backend_facts),
                  self._train)
         kept = self._views.get(view)
         if kept is None or kept[0] != stamp:
@@ -72,7 +69,7 @@ class RunData:
         """What each backend stated about its rows (meta `backend_facts`): which count
         FLOPs, which time regions; the views use them, never a backend's name."""
         return {name: Facts.from_dict(said)
-                for name, said in self.meta.get("backend_facts", {}).items()}
+                for name, said in self.meta.backend_facts.items()}
 
     @property
     def counting(self) -> Any:
@@ -83,7 +80,7 @@ class RunData:
 
     @property
     def exit_code(self) -> int:
-        return int(self.meta.get("exit_code", 0))
+        return self.meta.exit_code
 
     def summary_by_measure(self) -> pd.DataFrame:
         """A row per run, step and region (scope, name, parent); a column per measure,
@@ -168,7 +165,7 @@ class RunData:
 
     @property
     def _train(self) -> bool:
-        return bool(self.meta.get("model", {}).get("train"))
+        return bool(self.meta.model.get("train"))
 
     def latency(self) -> pd.DataFrame:
         """The model's benchmark: a row per statistic of one iteration's latency (seconds),
@@ -257,7 +254,7 @@ class RunData:
                    "target_wall_time",
                    "process_wall_time", "overhead", "overhead_low", "overhead_high",
                    "overhead_verdict", "overhead_basis", "error"]
-        table = pd.DataFrame(self.meta.get("passes", []))
+        table = pd.DataFrame([summary.to_json() for summary in self.meta.passes])
         if table.empty:
             return pd.DataFrame(columns=columns)
         table["backends"] = table["backends"].map(lambda names: "+".join(names) or "benchmark")
@@ -265,5 +262,5 @@ class RunData:
 
     def __repr__(self) -> str:
         where = f" at {self.run_dir}" if self.run_dir else ""
-        return (f"<{type(self).__name__} {self.meta.get('status', '?')}{where}: "
+        return (f"<{type(self).__name__} {self.meta.status or '?'}{where}: "
                 f"{len(self.frame)} rows from {self.frame['backend'].nunique()} backends>")

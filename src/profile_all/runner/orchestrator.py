@@ -17,10 +17,11 @@ from typing import Any
 import pandas as pd
 
 from profile_all import backends, environment, region_log, validate
+from profile_all.pass_record import PassRecord
 from profile_all.report import derived
 from profile_all.report.report import Report
-from profile_all.report.run_data import FORMAT_VERSION
 from profile_all.rows import COLUMNS, Facts
+from profile_all.run_record import ArtifactRecord, RunRecord
 from profile_all.runner import child_processes, forkserver, outcome, pass_process, run_checks
 from profile_all.runner.inside.pass_run import PassRun
 from profile_all.runner.launch import Launch
@@ -80,7 +81,7 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
     report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
-    if stops.signum is not None and not report.meta.get("stopped_by"):
+    if stops.signum is not None and not report.meta.stopped_by:
         _stopped_while_writing(report, ran, stops.signum)  # said, and written again
         save(report, report.run_dir)
     return report
@@ -91,10 +92,10 @@ def _stopped_while_writing(report: Report, ran: Ran, signum: int) -> None:
     figures are whole, but the run ends as stopped (128 + N) and says so."""
     status, exit_code = outcome.run_ending(ran.summaries, ran.status, signum)
     name = signal.Signals(signum).name
-    report.meta.update(status=status, exit_code=exit_code, stopped_by=name)
-    report.meta["doubts"] = [*report.meta.get("doubts", []),
-                             f"profile-all got {name} as it wrote the report, after every "
-                             "pass had ended: the figures are whole"]
+    meta = report.meta
+    meta.status, meta.exit_code, meta.stopped_by = status, exit_code, name
+    meta.doubts = [*meta.doubts, f"profile-all got {name} as it wrote the report, after "
+                   "every pass had ended: the figures are whole"]
 
 
 def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
@@ -115,7 +116,7 @@ class Ran:
     per-step times, and the run's status so far."""
 
     results: list[PassResult] = field(default_factory=list)
-    summaries: list[dict[str, Any]] = field(default_factory=list)
+    summaries: list[PassRecord] = field(default_factory=list)
     step_times: dict[int, list[float]] = field(default_factory=dict)
     status: str = "complete"
 
@@ -156,7 +157,7 @@ def _preimport(setup: Setup, run_pass: Pass) -> list[str]:
 
 
 def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> PassSpec:
-    timed = [s for s in ran.summaries if s["timing"] and s.get("step_source")]
+    timed = [s for s in ran.summaries if s.timing and s.step_source]
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
         mode=_mode(setup, run_pass), target=setup.target.to_spec(),
@@ -166,8 +167,8 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
         scratch_dir=str(run_dir.scratch.resolve()),
         result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
                          ).resolve()),
-        max_steps=_window(setup, run_pass, timed[0]["steps"] if timed else None),
-        step_source=timed[0]["step_source"] if timed else "")
+        max_steps=_window(setup, run_pass, timed[0].steps if timed else None),
+        step_source=timed[0].step_source if timed else "")
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
@@ -197,54 +198,48 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             ended = pass_process.Ended("exited", [result], [])
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
                                        perf_counter() - started, setup.launch.distributed)
-        left = ended.left_running + [one for r in ended.results for one in r.left_running]
-        if left:
-            summary["left_running"] = left
+        summary.left_running = ended.left_running + [one for r in ended.results
+                                                     for one in r.left_running]
         ran.results += ended.results
         ran.summaries.append(summary)
         ran.step_times[run_pass.index] = outcome.step_times(ended.results)
         if setup.observer:
             setup.observer.pass_ended(run_pass, len(passes), summary)
-        if summary["status"] == "interrupted" or stops.signum is not None:
+        if summary.status == "interrupted" or stops.signum is not None:
             ran.status = "interrupted"
             break
     return ran
 
 
 def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-          forked: bool) -> dict[str, Any]:
+          forked: bool) -> RunRecord:
     target, results = setup.target, ran.results
     run_checks.add_overheads(ran.summaries, ran.step_times, comparable=not setup.is_model)
     status, exit_code = outcome.run_ending(ran.summaries, ran.status, stops.signum)
-    meta = {
-        "format": FORMAT_VERSION,
-        "status": status,
-        "exit_code": exit_code,
-        "stopped_by": signal.Signals(stops.signum).name if stops.signum else None,
-        "target": {**target.to_spec(), "command": shlex.join(target.command)},
-        "command": setup.command,
-        "cwd": os.getcwd(),
-        "environment": {**environment.collect(),
-                        **next((r.runtime for r in results if r.runtime), {})},
-        "passes": ran.summaries,
-        "passes_not_run": [p.index for p in passes[len(ran.summaries):]],
-        "skipped_backends": setup.selection.skipped,
-        "backend_facts": backends.facts_of(cls.name for cls in setup.selection.runnable),
-        "doubts": run_checks.doubts(ran.summaries, results, ran.step_times,
-                               [cls.name for cls in setup.selection.runnable
-                                if not cls.sees_children], not setup.is_model),
-        "preimported": setup.preimport,
-        "process_start": _process_start(setup, forked),
-        "region_marks": region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
-        "ranks": sorted({result.rank for result in results}),
-        "artifacts": [a for r in results for a in r.artifacts],
-    }
-    if setup.launch.distributed:
-        meta["distributed"] = {**setup.launch.to_meta(), "world_size": max(
-            (r.world_size for r in results), default=1)}
-    if setup.is_model:
-        meta["model"] = _model_meta(setup, results)
-    return meta
+    return RunRecord(
+        status=status,
+        exit_code=exit_code,
+        stopped_by=signal.Signals(stops.signum).name if stops.signum else None,
+        target={**target.to_spec(), "command": shlex.join(target.command)},
+        command=setup.command,
+        cwd=os.getcwd(),
+        environment={**environment.collect(),
+                     **next((r.runtime for r in results if r.runtime), {})},
+        passes=ran.summaries,
+        passes_not_run=[p.index for p in passes[len(ran.summaries):]],
+        skipped_backends=setup.selection.skipped,
+        backend_facts=backends.facts_of(cls.name for cls in setup.selection.runnable),
+        doubts=run_checks.doubts(ran.summaries, results, ran.step_times,
+                                 [cls.name for cls in setup.selection.runnable
+                                  if not cls.sees_children], not setup.is_model),
+        preimported=setup.preimport,
+        process_start=_process_start(setup, forked),
+        region_marks=region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
+        ranks=sorted({result.rank for result in results}),
+        artifacts=[ArtifactRecord(**a) for r in results for a in r.artifacts],
+        distributed={**setup.launch.to_meta(), "world_size": max(
+            (r.world_size for r in results), default=1)} if setup.launch.distributed else {},
+        model=_model_meta(setup, results) if setup.is_model else {})
 
 
 def _process_start(setup: Setup, forked: bool) -> str:
@@ -272,12 +267,12 @@ def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
     meta = _meta(setup, ran, passes, stops, forked)
     rows = [row for result in ran.results for row in result.rows]
     measured = pd.DataFrame(rows, columns=COLUMNS)
-    facts = {name: Facts.from_dict(said) for name, said in meta["backend_facts"].items()}
+    facts = {name: Facts.from_dict(said) for name, said in meta.backend_facts.items()}
     extra = derived.region_achieved_flops_rows(measured, facts)
     if setup.is_model:
         achieved, counter = derived.achieved_flops_rows(measured, facts, setup.peak_flops)
         extra += achieved
-        meta["model"].update(flops_counted_by=counter, peak_flops=setup.peak_flops)
+        meta.model.update(flops_counted_by=counter, peak_flops=setup.peak_flops)
     samples = [kept for result in ran.results for kept in result.samples]
     timeline = [entry for result in ran.results for entry in result.timeline]
     return Report.from_rows(rows + extra, meta, samples, timeline)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from profile_all.pass_record import PassRecord
 from profile_all.runner.plan import Pass
 from profile_all.runner.spec import PassResult
 
@@ -46,9 +47,9 @@ def _cause(outcomes: list[tuple[PassResult, dict[str, Any]]]
 
 
 def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
-                 timeout: float | None, wall: float, distributed: bool) -> dict[str, Any]:
-    """The pass as meta.json has it: its verdict (the cause's outcome), its target time
-    (its slowest rank's), its steps and losses, and per rank how it ended."""
+                 timeout: float | None, wall: float, distributed: bool) -> PassRecord:
+    """The pass as the run's record has it: its verdict (the cause's outcome), its target
+    time (its slowest rank's), its steps and losses, and per rank how it ended."""
     outcomes = [(result, rank_outcome(result, ended, timeout)) for result in results]
     cause, outcome = _cause(outcomes)
     times = [o["target_wall_time"] for _r, o in outcomes if o["target_wall_time"] is not None]
@@ -57,21 +58,25 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
     status = outcome["status"]
     if status == "ok" and any(f["phase"] != "note" for f in failures):
         status = "partial"  # the target ended well, but a backend lost what it measured
-    summary = {
-        "pass": run_pass.index, "backends": run_pass.backends, "timing": run_pass.timing,
-        "repeat": run_pass.repeat, "status": status, "exit_code": outcome["exit_code"],
-        "error": prefix + outcome["error"], "target_wall_time": max(times, default=None),
-        "process_wall_time": wall, "recovered": any(r.recovered for r in results),
+    return PassRecord(
+        number=run_pass.index, backends=run_pass.backends, timing=run_pass.timing,
+        repeat=run_pass.repeat, status=status, exit_code=outcome["exit_code"],
+        error=prefix + outcome["error"], target_wall_time=max(times, default=None),
+        process_wall_time=wall, recovered=any(r.recovered for r in results),
         **_what_ranks_said(results),
-        "backend_failures": failures,
-        "logs": [f"artifacts/pass{run_pass.index}.stdout.log",
-                 f"artifacts/pass{run_pass.index}.stderr.log"]
-        if outcome.get("started", True) else []}
-    if distributed:
-        summary["failed_rank"] = cause.rank if outcome["status"] != "ok" else None
-        summary["ranks"] = [{"rank": r.rank, **o, "recovered": r.recovered}
-                            for r, o in outcomes]
-    return summary
+        backend_failures=failures,
+        logs=_logs(run_pass, outcome),
+        failed_rank=cause.rank if distributed and outcome["status"] != "ok" else None,
+        ranks=[{"rank": r.rank, **o, "recovered": r.recovered} for r, o in outcomes]
+        if distributed else [])
+
+
+def _logs(run_pass: Pass, outcome: dict[str, Any]) -> list[str]:
+    """The pass's stdout and stderr logs; none when its process never started."""
+    if not outcome.get("started", True):
+        return []
+    return [f"artifacts/pass{run_pass.index}.stdout.log",
+            f"artifacts/pass{run_pass.index}.stderr.log"]
 
 
 def _backend_failures(results: list[PassResult], distributed: bool) -> list[dict[str, Any]]:
@@ -102,18 +107,18 @@ def step_times(results: list[PassResult]) -> list[float]:
     return max((r.step_times for r in results), key=len, default=[])
 
 
-def run_ending(summaries: list[dict[str, Any]], status: str,
+def run_ending(summaries: list[PassRecord], status: str,
                stop_signal: int | None) -> tuple[str, int]:
     """(the run's status, its exit code): the first failing pass's exit code; `partial`
     when a pass lost data; `interrupted` when profile-all was asked to stop."""
-    failed = [s for s in summaries if s["exit_code"] != 0]
-    exit_code = failed[0]["exit_code"] if failed else 0
+    failed = [s for s in summaries if s.exit_code != 0]
+    exit_code = failed[0].exit_code if failed else 0
     if failed and status == "complete":
         status = "failed"
-    elif status == "complete" and any(s["status"] == "partial" for s in summaries):
+    elif status == "complete" and any(s.status == "partial" for s in summaries):
         status = "partial"
     if stop_signal is not None:  # asked to stop: a pass was cut short, or none started
         status = "interrupted"
-        if not any(s["status"] == "interrupted" for s in summaries):
+        if not any(s.status == "interrupted" for s in summaries):
             exit_code = 128 + stop_signal
     return status, exit_code

@@ -4,13 +4,12 @@ there; and a line as each pass ends, with its status and time."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from profile_all import units as fmt
+from profile_all.pass_record import PassRecord
 from profile_all.runner.plan import Pass
 
 
@@ -44,13 +43,13 @@ class PassProgress:
         self._progress.start()
         self._progress.add_task(f"pass {run_pass.index}/{count}: {run_pass.label}", total=None)
 
-    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None:
+    def pass_ended(self, run_pass: Pass, count: int, summary: PassRecord) -> None:
         if self._progress:
             self._progress.stop()
-        ok = summary["status"] == "ok"
+        ok = summary.status == "ok"
         line = Text(f"{'✓' if ok else '✗'} pass {run_pass.index}/{count} {run_pass.label}: "
-                    f"{summary['status']}", style="green" if ok else "red")
-        line.append(f" in {fmt.seconds(summary['process_wall_time'])}", style="default")
-        if summary["error"]:
-            line.append(f" ({summary['error']})", style="default")
+                    f"{summary.status}", style="green" if ok else "red")
+        line.append(f" in {fmt.seconds(summary.process_wall_time)}", style="default")
+        if summary.error:
+            line.append(f" ({summary.error})", style="default")
         self.console.print(line)

@@ -12,11 +12,10 @@ reported as noise or different work, never as a speed-up.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from profile_all import noise
+from profile_all.pass_record import PassRecord
 from profile_all.rows import region_path
 from profile_all.runner.spec import PassResult
 from profile_all.target_profilers import MEANS
@@ -33,35 +32,31 @@ BELOW_ONE_TOLERANCE = 0.02
 CHILD_CPU_SECONDS, CHILD_CPU_SHARE = 0.05, 0.02
 
 
-def _ok(summary: dict[str, Any]) -> bool:
-    return summary["status"] in ("ok", "partial")
-
-
-def add_overheads(passes: list[dict[str, Any]], step_times: dict[int, list[float]],
+def add_overheads(passes: list[PassRecord], step_times: dict[int, list[float]],
                   comparable: bool) -> None:
     """Each pass's `overhead` over the timing passes, with `overhead_low`/`overhead_high`
     (None when untested), `overhead_basis` and `overhead_verdict`; `step_times`: each
     pass's per-step times. Not `comparable` for a model, whose timing pass repeats the
     work while the others run it once."""
-    timing = [p for p in passes if p["timing"] and _ok(p)] if comparable else []
+    timing = [p for p in passes if p.timing and p.ended_well] if comparable else []
     for summary in passes:
-        summary.update(overhead=None, overhead_low=None, overhead_high=None,
-                       overhead_basis="", overhead_verdict="")
-        if not timing or not _ok(summary):
+        summary.overhead = summary.overhead_low = summary.overhead_high = None
+        summary.overhead_basis = summary.overhead_verdict = ""
+        if not timing or not summary.ended_well:
             continue
-        if summary["timing"]:
-            summary["overhead_verdict"] = "reference"
+        if summary.timing:
+            summary.overhead_verdict = "reference"
             continue
         _overhead(summary, timing, step_times)
 
 
-def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
+def _overhead(summary: PassRecord, timing: list[PassRecord],
               step_times: dict[int, list[float]]) -> None:
-    own_steps = np.asarray(step_times.get(summary["pass"], []), float)
+    own_steps = np.asarray(step_times.get(summary.number, []), float)
     # a pass that ran a window of steps is compared with the same steps of the timing pass
     # (the first ones, warm-up included), not with the steady state after them
-    same = len(own_steps) if summary.get("window") else None
-    stepped = [np.asarray(step_times.get(p["pass"], [])[:same], float) for p in timing]
+    same = len(own_steps) if summary.window else None
+    stepped = [np.asarray(step_times.get(p.number, [])[:same], float) for p in timing]
     if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
         ratio = noise.median_ratio(stepped, [own_steps])
         point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
@@ -69,26 +64,27 @@ def _overhead(summary: dict[str, Any], timing: list[dict[str, Any]],
                  f"{'es' if len(timing) > 1 else ''}"
                  + ("" if ratio.tested else
                     " (the drift between runs is not in the interval: --repeat 3)"))
-    elif summary.get("window"):  # part of the run against the whole of it: no ratio
-        summary.update(overhead_basis="a window of steps without per-step times to compare: "
-                                      "not compared", overhead_verdict="untested")
+    elif summary.window:  # part of the run against the whole of it: no ratio
+        summary.overhead_basis = ("a window of steps without per-step times to compare: "
+                                  "not compared")
+        summary.overhead_verdict = "untested"
         return
     else:
         whole = _whole_run_overhead(summary, timing)
         if whole is None:
             return
         point, low, high, basis = whole
-    summary.update(overhead=point, overhead_low=low, overhead_high=high, overhead_basis=basis,
-                   overhead_verdict=_verdict(low, high))
+    summary.overhead, summary.overhead_low, summary.overhead_high = point, low, high
+    summary.overhead_basis, summary.overhead_verdict = basis, _verdict(low, high)
 
 
-def _whole_run_overhead(summary: dict[str, Any], timing: list[dict[str, Any]]
+def _whole_run_overhead(summary: PassRecord, timing: list[PassRecord]
                         ) -> tuple[float, float | None, float | None, str] | None:
     """(ratio, its interval's low and high, what it rests on) of a pass's whole-run time
     to the timing passes': an interval only where the timing pass ran twice or more; None
     without times."""
-    times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
-    own = summary["target_wall_time"]
+    times = [p.target_wall_time for p in timing if p.target_wall_time]
+    own = summary.target_wall_time
     if not times or not own:
         return None
     if len(times) < 2:
@@ -108,7 +104,7 @@ def _verdict(low: float | None, high: float | None) -> str:
     return "within noise" if low <= 1 else "above noise"
 
 
-def doubts(passes: list[dict[str, Any]], results: list[PassResult],
+def doubts(passes: list[PassRecord], results: list[PassResult],
            step_times: dict[int, list[float]], in_process: list[str],
            comparable: bool) -> list[str]:
     """What makes this run's numbers doubtful, a sentence each. `in_process`: the
@@ -117,24 +113,24 @@ def doubts(passes: list[dict[str, Any]], results: list[PassResult],
     found = _noisy_clean_pass(passes, step_times) + _different_work(passes, results) \
         if comparable else []
     for summary in passes:
-        if summary["overhead_verdict"].startswith("below 1"):
+        if summary.overhead_verdict.startswith("below 1"):
             found.append(
-                f"pass {summary['pass']} ({'+'.join(summary['backends'])}) ran faster than "
-                f"the clean pass ({summary['overhead']:.2f}x, interval "
-                f"{summary['overhead_low']:.2f}-{summary['overhead_high']:.2f}): that is "
+                f"pass {summary.number} ({'+'.join(summary.backends)}) ran faster than "
+                f"the clean pass ({summary.overhead:.2f}x, interval "
+                f"{summary.overhead_low:.2f}-{summary.overhead_high:.2f}): that is "
                 "noise or different work, not a speed-up")
     return found + _windows(passes) + _on_meta(passes) + _model_timing(results) + \
         _children(results, in_process) + _target_profilers(passes)
 
 
-def _target_profilers(passes: list[dict[str, Any]]) -> list[str]:
+def _target_profilers(passes: list[PassRecord]) -> list[str]:
     """A sentence per profiler the target runs itself: where it called it (file:line),
     in which passes, and what that does to profile-all's figures."""
     places: dict[str, dict[str, list[int]]] = {}
     for summary in passes:
-        for use in summary.get("target_profilers", []):
+        for use in summary.target_profilers:
             at = f"{use['where']} ({use['call']})"
-            places.setdefault(use["tool"], {}).setdefault(at, []).append(summary["pass"])
+            places.setdefault(use["tool"], {}).setdefault(at, []).append(summary.number)
     found = []
     for tool, where in places.items():
         said = "; ".join(f"{at}, pass{'es' if len(numbers) > 1 else ''} "
@@ -143,27 +139,27 @@ def _target_profilers(passes: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _on_meta(passes: list[dict[str, Any]]) -> list[str]:
+def _on_meta(passes: list[PassRecord]) -> list[str]:
     """One sentence on the passes that counted on the meta device (--count-on meta)."""
-    counted = [p for p in passes if p.get("ran_on") == "meta"]
+    counted = [p for p in passes if p.ran_on == "meta"]
     if not counted:
         return []
-    numbers = ", ".join(f"{p['pass']} ({'+'.join(p['backends'])})" for p in counted)
+    numbers = ", ".join(f"{p.number} ({'+'.join(p.backends)})" for p in counted)
     return [f"pass{'es' if len(counted) > 1 else ''} {numbers} counted on the meta device "
             "(--count-on meta): nothing was computed, and operators dispatch as on no real "
             "device, so per-operator names and attention's FLOPs can differ from a run on "
             "the device (nn.MultiheadAttention: the math path's bmm, not the fused kernel)"]
 
 
-def _windows(passes: list[dict[str, Any]]) -> list[str]:
+def _windows(passes: list[PassRecord]) -> list[str]:
     """One sentence on the passes that ran a window of the target's steps: their totals
     cover those steps only (per-step figures and per-call figures still compare)."""
-    windowed = [p for p in passes if p.get("window")]
+    windowed = [p for p in passes if p.window]
     if not windowed:
         return []
-    whole = max((p["steps"] or 0 for p in passes if not p.get("window")), default=0)
-    numbers = ", ".join(str(p["pass"]) for p in windowed)
-    steps = sorted({p["window"] for p in windowed})
+    whole = max((p.steps or 0 for p in passes if not p.window), default=0)
+    numbers = ", ".join(str(p.number) for p in windowed)
+    steps = sorted({p.window for p in windowed})
     of_whole = f" of the {whole} the timing pass ran" if whole else ""
     return [f"pass{'es' if len(windowed) > 1 else ''} {numbers} ended the target after "
             f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
@@ -189,19 +185,19 @@ def _model_timing(results: list[PassResult]) -> list[str]:
     return found
 
 
-def _noisy_clean_pass(passes: list[dict[str, Any]],
+def _noisy_clean_pass(passes: list[PassRecord],
                       step_times: dict[int, list[float]]) -> list[str]:
-    timing = [p for p in passes if p["timing"] and _ok(p)]
+    timing = [p for p in passes if p.timing and p.ended_well]
     found = []
     for summary in timing:
-        steps = np.asarray(step_times.get(summary["pass"], []), float)
+        steps = np.asarray(step_times.get(summary.number, []), float)
         if len(steps) >= MIN_STEPS and steps.mean() > 0:
             variation = steps.std(ddof=1) / steps.mean()
             if variation > NOISY:
-                found.append(f"the clean timing pass {summary['pass']} was noisy: its steps "
+                found.append(f"the clean timing pass {summary.number} was noisy: its steps "
                              f"vary by {variation:.0%} (coefficient of variation): overheads "
                              "and comparisons are uncertain")
-    times = [p["target_wall_time"] for p in timing if p["target_wall_time"]]
+    times = [p.target_wall_time for p in timing if p.target_wall_time]
     if len(times) >= 2 and max(times) / min(times) - 1 > NOISY:
         found.append(f"the timing pass's {len(times)} repeats disagree: the target took "
                      f"{min(times):.3g} s to {max(times):.3g} s (run-to-run noise "
@@ -209,20 +205,19 @@ def _noisy_clean_pass(passes: list[dict[str, Any]],
     return found
 
 
-def _different_work(passes: list[dict[str, Any]], results: list[PassResult]) -> list[str]:
+def _different_work(passes: list[PassRecord], results: list[PassResult]) -> list[str]:
     """Passes that saw different numbers of steps, or of calls of a region; or, where the
     target marks neither, the fact that this cannot be checked."""
-    ended_well = [p for p in passes if p["status"] in ("ok", "partial")]
+    ended_well = [p for p in passes if p.ended_well]
     # a pass ended at its window did the same work as far as it went
-    counted = [(p["pass"], p["steps"]) for p in ended_well
-               if p.get("step_source") and not p.get("window")]
+    counted = [(p.number, p.steps) for p in ended_well if p.step_source and not p.window]
     if counted:  # (a profiler that records a window of steps counts fewer region calls)
         if len({steps for _, steps in counted}) == 1:
             return []
         listing = ", ".join(f"pass {number}: {steps}" for number, steps in counted)
         return [f"passes did different work (steps per pass: {listing}): whole-run times "
                 "and totals do not compare; per-step figures still do"]
-    calls = _region_calls(results, {p["pass"] for p in ended_well})
+    calls = _region_calls(results, {p.number for p in ended_well})
     differing = _calls_differ(calls)
     if differing:
         return differing

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from profile_all import backends, validate
 from profile_all.errors import UsageError
+from profile_all.pass_record import PassRecord
 from profile_all.runner import forkserver
 from profile_all.runner.launch import Launch
 from profile_all.runner.plan import Pass
@@ -19,7 +20,7 @@ class Observer(Protocol):
     """Told what happens, for a progress display."""
 
     def pass_started(self, run_pass: Pass, count: int) -> None: ...
-    def pass_ended(self, run_pass: Pass, count: int, summary: dict[str, Any]) -> None: ...
+    def pass_ended(self, run_pass: Pass, count: int, summary: PassRecord) -> None: ...
 
 
 @dataclass

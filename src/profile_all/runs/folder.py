@@ -151,12 +151,12 @@ class RunDirectory:
 
 
 def load(run_dir: str | Path) -> Any:
-    """A saved run's Report; a run written before the backends' facts were saved (format
-    1) gets those of the backends installed here, by name."""
+    """A saved run's Report; a run that holds no backend's facts (written before they were
+    saved, format 1) gets those of the backends installed here, by name."""
     from profile_all import backends
     from profile_all.runs.store import load as load_report
 
     report = load_report(run_dir)
-    if "backend_facts" not in report.meta:
-        report.meta["backend_facts"] = backends.facts_of(report.frame["backend"].unique())
+    if not report.meta.backend_facts:
+        report.meta.backend_facts = backends.facts_of(report.frame["backend"].unique())
     return report

@@ -17,7 +17,7 @@ from profile_all.readers import IngestError, limits
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
-from profile_all.report.run_data import FORMAT_VERSION
+from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
 from profile_all.runs.folder import RunDirectory
 from profile_all.runs.store import save
 
@@ -44,39 +44,36 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
         rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
     kept = _kept_copies(files)
-    meta = {  # partial: a file's events with impossible values were left out (its doubt)
-        "format": FORMAT_VERSION, "exit_code": 0,
-        "status": "partial" if any(file.doubts for file in files) else "complete",
-        "target": {"kind": "ingest",
-                   "command": shlex.join(["profile-all", "ingest", *map(str, paths)])},
-        "command": command or [],
-        "environment": environment.collect(),
-        "sources": [{"pass": number, "path": str(file.path.resolve()), "backend": file.backend,
-                     "rank": file.rank, **file.facts}
-                    for number, file in enumerate(files, start=1)],
-        "passes": [], "passes_not_run": [], "skipped_backends": {},
-        "artifacts": [artifact for artifact, _file in kept],
-        "backend_facts": backends.facts_of(file.backend for file in files),
-        "doubts": _doubts(files, skipped),
-    }
+    meta = RunRecord(  # partial: a file's events with impossible values were left out
+        status="partial" if any(file.doubts for file in files) else "complete",
+        target={"kind": "ingest",
+                "command": shlex.join(["profile-all", "ingest", *map(str, paths)])},
+        command=command or [],
+        environment=environment.collect(),
+        sources=[SourceRecord(number=number, path=str(file.path.resolve()),
+                              backend=file.backend, rank=file.rank, facts=file.facts)
+                 for number, file in enumerate(files, start=1)],
+        artifacts=[artifact for artifact, _file in kept],
+        backend_facts=backends.facts_of(file.backend for file in files),
+        doubts=_doubts(files, skipped))
     timeline = [[file.backend, number, file.rank, *entry]
                 for number, file in enumerate(files, start=1) for entry in file.timeline]
     report = Report.from_rows(rows, meta, timeline=timeline)
     run_dir = RunDirectory.create(out, "ingest")
     for artifact, file in kept:
-        shutil.copyfile(file.path, run_dir.work / artifact["path"])
+        shutil.copyfile(file.path, run_dir.work / artifact.path)
     report.run_dir = run_dir.final
     save(report, run_dir.work)
     report.run_dir = run_dir.commit()
     return report
 
 
-def _kept_copies(files: list[IngestedFile]) -> list[tuple[dict[str, str], IngestedFile]]:
+def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, IngestedFile]]:
     """(artifact, file) of each pstats file read, kept in the run folder: `view` serves a
     file of the folder, never one a meta.json names elsewhere."""
-    return [({"backend": file.backend, "path": f"artifacts/cprofile.pass{number}.rank"
-              f"{file.rank}.prof", "viewer": "SnakeViz",
-              "open_command": "profile-all view {run_dir}"}, file)
+    return [(ArtifactRecord(backend=file.backend, path=f"artifacts/cprofile.pass{number}.rank"
+                            f"{file.rank}.prof", viewer="SnakeViz",
+                            open_command="profile-all view {run_dir}"), file)
             for number, file in enumerate(files, start=1) if file.backend == "cprofile"]
 
 

@@ -10,20 +10,22 @@ are refused unless `force`.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from profile_all.errors import UsageError
+from profile_all.pass_record import PassRecord
 from profile_all.report.report import Report
+from profile_all.run_record import ArtifactRecord, RunRecord
 from profile_all.runs.folder import RunDirectory, load
 from profile_all.runs.store import save
 
 
 def _run_identity(report: Report) -> tuple:
-    distributed = report.meta.get("distributed", {})
-    return (report.meta.get("target", {}).get("command"), distributed.get("rdzv_endpoint"),
+    distributed = report.meta.distributed
+    return (report.meta.target.get("command"), distributed.get("rdzv_endpoint"),
             distributed.get("rdzv_id"), distributed.get("nnodes"))
 
 
@@ -45,21 +47,22 @@ def _check_same_run(reports: list[Report], force: bool) -> None:
             seen[key] = report.run_dir
 
 
-def _merged_passes(reports: list[Report]) -> list[dict[str, Any]]:
-    """A summary per pass: the ranks of every node, the first failure's outcome."""
-    by_index: dict[int, list[dict[str, Any]]] = {}
+def _merged_passes(reports: list[Report]) -> list[PassRecord]:
+    """A record per pass: the ranks of every node, the first failure's outcome."""
+    by_index: dict[int, list[PassRecord]] = {}
     for report in reports:
-        for summary in report.meta.get("passes", []):
-            by_index.setdefault(summary["pass"], []).append(summary)
+        for summary in report.meta.passes:
+            by_index.setdefault(summary.number, []).append(summary)
     merged = []
     for index in sorted(by_index):
         summaries = by_index[index]
-        cause = next((s for s in summaries if s["status"] != "ok"), summaries[0])
-        times = [s["target_wall_time"] for s in summaries if s["target_wall_time"] is not None]
-        merged.append({**cause, "target_wall_time": max(times, default=None),
-                       "ranks": [rank for s in summaries for rank in s.get("ranks", [])],
-                       "backend_failures": [f for s in summaries for f in s["backend_failures"]],
-                       "logs": []})
+        cause = next((s for s in summaries if s.status != "ok"), summaries[0])
+        times = [s.target_wall_time for s in summaries if s.target_wall_time is not None]
+        merged.append(replace(cause, target_wall_time=max(times, default=None),
+                              ranks=[rank for s in summaries for rank in s.ranks],
+                              backend_failures=[f for s in summaries
+                                                for f in s.backend_failures],
+                              logs=[]))
     return merged
 
 
@@ -80,30 +83,29 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
     return merged
 
 
-def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[dict[str, str]]:
+def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[ArtifactRecord]:
     """Each node's artifacts copied under `artifacts/nodeN/`, and listed with their new
     paths."""
     artifacts = []
     for node, report in enumerate(reports):
         shutil.copytree(report.run_dir / "artifacts", target.artifacts / f"node{node}")
-        artifacts += [{**artifact, "path": artifact["path"].replace(
-            "artifacts/", f"artifacts/node{node}/", 1)}
-            for artifact in report.meta.get("artifacts", [])]
+        artifacts += [replace(artifact, path=artifact.path.replace(
+            "artifacts/", f"artifacts/node{node}/", 1)) for artifact in report.meta.artifacts]
     return artifacts
 
 
-def _merged_meta(reports: list[Report], artifacts: list[dict[str, str]],
-                 command: list[str]) -> dict[str, Any]:
-    """The first node's meta, with the run's status and exit code those of the first node
-    that failed, and every node's passes, ranks, backends and environment."""
+def _merged_meta(reports: list[Report], artifacts: list[ArtifactRecord],
+                 command: list[str]) -> RunRecord:
+    """The first node's record, with the run's status and exit code those of the first
+    node that failed, and every node's passes, ranks, backends and environment."""
     first = reports[0].meta
-    failed = [r.meta for r in reports if r.meta.get("exit_code")]
-    return {**first, "status": failed[0]["status"] if failed else first["status"],
-            "exit_code": failed[0]["exit_code"] if failed else 0, "command": command,
-            "passes": _merged_passes(reports), "artifacts": artifacts,
-            "ranks": sorted({rank for r in reports for rank in r.meta.get("ranks", [])}),
-            "backend_facts": {name: said for r in reports
-                              for name, said in r.meta["backend_facts"].items()},
-            "merged_from": [{"run_dir": str(r.run_dir), "node": node,
-                             "environment": r.meta.get("environment", {})}
-                            for node, r in enumerate(reports)]}
+    failed = [r.meta for r in reports if r.meta.exit_code]
+    return replace(first, status=failed[0].status if failed else first.status,
+                   exit_code=failed[0].exit_code if failed else 0, command=command,
+                   passes=_merged_passes(reports), artifacts=artifacts,
+                   ranks=sorted({rank for r in reports for rank in r.meta.ranks}),
+                   backend_facts={name: said for r in reports
+                                  for name, said in r.meta.backend_facts.items()},
+                   merged_from=[{"run_dir": str(r.run_dir), "node": node,
+                                 "environment": r.meta.environment}
+                                for node, r in enumerate(reports)])

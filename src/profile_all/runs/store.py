@@ -16,8 +16,9 @@ from profile_all.fileio import atomic_path, write_atomic
 from profile_all.render import markdown, output_formats, sections
 from profile_all.report import checked
 from profile_all.report.report import Report
-from profile_all.report.run_data import FORMAT_VERSION, timeline_frame
+from profile_all.report.run_data import timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
+from profile_all.run_record import RunRecord
 
 #: the key of report.parquet's file metadata that says which run the rows are of
 PARQUET_KEY = b"profile_all"
@@ -29,9 +30,8 @@ def _with_run_metadata(report: Report) -> pyarrow.Table:
     `pyarrow.parquet.read_schema(path).metadata[b"profile_all"]`."""
     table = pyarrow.Table.from_pandas(report.frame, preserve_index=False)
     meta = report.meta
-    said = {"run_id": meta.get("run_id"), "format": meta.get("format", FORMAT_VERSION),
-            "status": meta.get("status"), "target": meta.get("target"),
-            "command": meta.get("command")}
+    said = {"run_id": meta.run_id, "format": meta.format, "status": meta.status,
+            "target": meta.target, "command": meta.command}
     return table.replace_schema_metadata({**(table.schema.metadata or {}),
                                           PARQUET_KEY: json.dumps(said, default=str)})
 
@@ -42,7 +42,8 @@ def save(report: Report, run_dir: Path) -> None:
     it is renamed to `report.run_dir`."""
     from profile_all.render import html  # only where a report is saved
 
-    report.meta.setdefault("run_id", uuid.uuid4().hex)
+    if report.meta.run_id is None:
+        report.meta.run_id = uuid.uuid4().hex
     with atomic_path(run_dir / "report.parquet") as tmp:
         pyarrow.parquet.write_table(_with_run_metadata(report), tmp)
     with atomic_path(run_dir / "samples.parquet") as tmp:
@@ -55,7 +56,7 @@ def save(report: Report, run_dir: Path) -> None:
     write_atomic(run_dir / "summary.md", markdown.render(report, shown=sections.cut(
         whole, markdown.TOP)))
     write_atomic(run_dir / "report.html", html.render(report, shown=whole))
-    write_atomic(run_dir / "meta.json", json.dumps(report.meta, indent=2, default=str))
+    write_atomic(run_dir / "meta.json", json.dumps(report.meta.to_json(), indent=2, default=str))
 
 
 def write_html(report: Report) -> Path:
@@ -79,7 +80,7 @@ def load(run_dir: str | Path) -> Report:
         if not (run_dir / name).resolve().is_relative_to(run_dir.resolve()):
             raise UsageError(f"{run_dir}/{name} is a link out of the run folder: refused")
     try:
-        meta = json.loads((run_dir / "meta.json").read_text())
+        said = json.loads((run_dir / "meta.json").read_text())
     except FileNotFoundError:
         raise UsageError(f"not a run directory: {run_dir} (no meta.json)") from None
     except (OSError, ValueError) as error:
@@ -87,11 +88,7 @@ def load(run_dir: str | Path) -> Report:
     except RecursionError:
         raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata (nested "
                          "deeper than Python's JSON reader goes)") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
-        raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata")
-    if meta["format"] > FORMAT_VERSION:
-        raise UsageError(f"{run_dir} was written by a newer profile-all (format "
-                         f"{meta['format']}, this one reads up to {FORMAT_VERSION}); upgrade")
+    meta = RunRecord.from_json(said, run_dir)
     try:
         frame = pd.read_parquet(run_dir / "report.parquet")
     except FileNotFoundError:
@@ -100,9 +97,8 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/report.parquet cannot be read: {error}") from None
     if list(frame.columns) != COLUMNS:
         raise UsageError(f"{run_dir}/report.parquet does not have the report's columns")
-    checked.check_meta(meta, run_dir)
     frame = checked.check_frame(frame, run_dir, "report.parquet", ["value"], ["pass", "rank"])
-    if meta["format"] < 2:
+    if meta.format < 2:
         frame, timeline = _timeline_of_format_1(frame)
     else:
         timeline = _table(run_dir, "timeline.parquet", TIMELINE_COLUMNS,

@@ -34,17 +34,17 @@ def compile_time(report: RunData) -> list[Finding]:
     seconds = compilation.total_seconds(report.meta)
     if chosen is None or not seconds:
         return []
-    run = chosen.get("target_wall_time") or 0.0
+    run = chosen.target_wall_time or 0.0
     share = seconds / run if run else float("nan")
     steps = compilation.compile_steps(report.meta)
     held = (f"; it fell in {_steps(steps)}, left out of per-step statistics" if steps else "")
-    graphs = chosen["compilation"].get("graphs", 0)
+    graphs = chosen.compilation.get("graphs", 0)
     return [Finding(
         "compile", f"torch.compile compiled for {fmt.seconds(seconds)} "
         f"({fmt.share(share)} of the run), {fmt.count(graphs)} graph"
         f"{'s' if graphs != 1 else ''}{held}", weight=share if run else 0.1, share=share,
         amount=seconds, unit="s",
-        evidence=f"pass {chosen['pass']}: torch's compile records (Dynamo and its backend)",
+        evidence=f"pass {chosen.number}: torch's compile records (Dynamo and its backend)",
         suggestion=_WARM_START)]
 
 
@@ -53,7 +53,7 @@ def recompiles_and_breaks(report: RunData) -> list[Finding]:
     events = report.compilation()
     if events.empty:
         return []
-    cwd = report.meta.get("cwd", "")
+    cwd = report.meta.cwd
     out = []
     for event in events.to_dict("records"):
         where = fmt.code_path(event['where'], cwd)

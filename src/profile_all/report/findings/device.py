@@ -136,9 +136,8 @@ def efficiency(report: RunData) -> list[Finding]:
     achieved = frame[(frame["metric"] == "achieved_flops") & (frame["scope"] == "model")]
     if achieved.empty:
         return []
-    model = report.meta.get("model", {})
-    target = report.meta.get("target", {})
-    gpus = report.meta.get("environment", {}).get("gpus") or []
+    model, target = report.meta.model, report.meta.target
+    gpus = report.meta.environment.get("gpus") or []
     peak, source = model.get("peak_flops"), "--peak-flops"
     if not peak and gpus and str(model.get("device", target.get("device", ""))) != "cpu":
         peak = datasheet_peak(gpus[0], str(target.get("dtype", "float32")))

@@ -75,7 +75,7 @@ def base_time(report: RunData, backend: str, longest: float = 0.0) -> tuple[floa
 def latency_doubt(report: RunData) -> str:
     """What a figure resting on a model's median latency must say beside it when that
     latency was unstable (its coefficient of variation over 10%): '' when it was not."""
-    model = report.meta.get("model", {})
+    model = report.meta.model
     if not model.get("unstable"):
         return ""
     return (f"; the latency it rests on is unstable (coefficient of variation "

@@ -76,8 +76,8 @@ def _outside_compilation(samples: pd.DataFrame, report: RunData, run_pass: int
                          ) -> pd.DataFrame:
     """The samples taken while torch.compile was not compiling in the pass: compiling
     takes memory for seconds (46.9 MiB over 1.35 s of a recompile), which is no leak."""
-    summary = next((p for p in report.meta.get("passes", []) if p.get("pass") == run_pass), {})
-    intervals = (summary.get("compilation") or {}).get("intervals", [])
+    summary = next((p for p in report.meta.passes if p.number == run_pass), None)
+    intervals = summary.compilation.get("intervals", []) if summary else []
     if not intervals:
         return samples
     times = samples["start"].to_numpy(float)
@@ -107,7 +107,7 @@ def _grown(samples: pd.DataFrame, fewest: int, seconds: float) -> tuple | None:
 
 def near_capacity(report: RunData) -> list[Finding]:
     """A peak above NEAR_CAPACITY of the host's memory or the device's."""
-    environment = report.meta.get("environment", {})
+    environment = report.meta.environment
     out = []
     frame = report.frame
     for metric, capacity_key, where in (("peak_rss", "memory_total", "the machine's memory"),

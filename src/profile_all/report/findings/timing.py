@@ -208,7 +208,7 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
             if share >= WORTH_NAMING:
                 waits = kind == "function" and _WAITS.search(name) is not None
                 out.append(Finding(
-                    "time", f"{kind} {fmt.code_path(name, report.meta.get('cwd', ''))}: "
+                    "time", f"{kind} {fmt.code_path(name, report.meta.cwd)}: "
                     f"{fmt.share(share)} of the {what}"
                     + ("" if "self" in what else ", in itself")
                     + (", blocked, not computing (waiting on other threads or processes "

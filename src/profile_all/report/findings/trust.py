@@ -20,29 +20,29 @@ _SERIOUS = ("the clean timing pass", "passes did different work")
 def ended_badly(report: RunData) -> list[Finding]:
     """The target's own failure, first: every figure covers the run only up to it, and the
     hot spots of a script that failed at its start say nothing of the script."""
-    passes = report.meta.get("passes", [])
-    failed = [p for p in passes if p.get("status") not in ("ok", "partial") and p.get("error")]
+    passes = report.meta.passes
+    failed = [p for p in passes if not p.ended_well and p.error]
     if not failed:
         return []
     first = failed[0]
-    numbers = ", ".join(str(p["pass"]) for p in failed)
+    numbers = ", ".join(str(p.number) for p in failed)
     where = "every pass" if len(failed) == len(passes) else \
         f"pass{'es' if len(failed) > 1 else ''} {numbers}"
-    seconds = first.get("target_wall_time")
+    seconds = first.target_wall_time
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
-    logs = f"; its stderr is in {first['logs'][-1]}" if first.get("logs") else ""
-    evidence = f"pass {first['pass']}: {first['status']}{after}{logs}"
-    if first["status"] == "interrupted":  # profile-all was stopped, not the script
-        return [Finding("failure", f"the run was stopped in pass {first['pass']}: "
-                        f"{first['error']}", weight=math.inf, evidence=evidence,
+    logs = f"; its stderr is in {first.logs[-1]}" if first.logs else ""
+    evidence = f"pass {first.number}: {first.status}{after}{logs}"
+    if first.status == "interrupted":  # profile-all was stopped, not the script
+        return [Finding("failure", f"the run was stopped in pass {first.number}: "
+                        f"{first.error}", weight=math.inf, evidence=evidence,
                         suggestion="the figures cover the script up to the stop; passes "
                                    "after it did not run: run again to measure it whole")]
     return [Finding(
-        "failure", f"the script stopped with exit code {first['exit_code']} in {where}: "
-        f"{first['error']}", weight=math.inf, evidence=evidence,  # before any other
+        "failure", f"the script stopped with exit code {first.exit_code} in {where}: "
+        f"{first.error}", weight=math.inf, evidence=evidence,  # before any other
         suggestion="the figures cover the script up to there: "
                    + ("a longer --timeout, or --max-steps N to end it sooner"
-                      if first["status"] == "timeout" else "fix it, and run again"))]
+                      if first.status == "timeout" else "fix it, and run again"))]
 
 
 def doubts(report: RunData) -> list[Finding]:
@@ -50,13 +50,13 @@ def doubts(report: RunData) -> list[Finding]:
     noisy clean pass and passes that did different work weigh more than the others."""
     out = [Finding("trust", line, weight=0.35 if line.startswith(_SERIOUS) else 0.1,
                    evidence="the run's checks (meta.json doubts)")
-           for line in report.meta.get("doubts", [])]
-    for summary in report.meta.get("passes", []):
-        for failure in summary.get("backend_failures", []):
+           for line in report.meta.doubts]
+    for summary in report.meta.passes:
+        for failure in summary.backend_failures:
             if failure["phase"] == "lost":
                 out.append(Finding(
                     "trust", f"backend {failure['backend']} lost data: {failure['error']}",
-                    weight=0.3, evidence=f"pass {summary['pass']} (partial)",
+                    weight=0.3, evidence=f"pass {summary.number} (partial)",
                     suggestion="its totals miss what it lost; the other passes are whole"))
     return out
 
