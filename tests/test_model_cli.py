@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import psutil
 import pytest
 import torch
 
@@ -109,6 +110,20 @@ def test_the_model_is_checked_in_a_forked_child_and_profile_all_never_imports_to
     _refused(result, "checking the target failed: its process ended (killed by SIGKILL) "
                      "before it said anything", tmp_path)
     assert not list(scratch.glob("profile-all-check-*"))  # its scratch folder is gone
+    # the timing pass's interpreter, started with the run and never given its pass, ended
+    assert not _processes_with_env("TMPDIR", str(scratch))
+
+
+def _processes_with_env(name: str, value: str) -> list[str]:
+    """The command lines of the live processes whose environment holds name=value."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if process.environ().get(name) == value:
+                found.append(" ".join(process.info["cmdline"] or []))
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
 
 
 def test_counting_on_the_meta_device(tmp_path):

@@ -1,36 +1,34 @@
 """A run: its passes planned, each run in turn, and what they measured merged into one
-Report in one run folder."""
+Report in one run folder (run_report).
+
+This module imports neither pandas nor the report: the fork server (and the fresh
+interpreter of a pass that needs one) start before they are imported, so that their
+`import torch` and this process's imports run side by side."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import signal
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from profile_all import backends, environment, region_log, validate
-from profile_all.pass_record import PassRecord
-from profile_all.report import derived
-from profile_all.report.report import Report
-from profile_all.rows import COLUMNS, Facts
-from profile_all.run_record import ArtifactRecord, RunRecord
-from profile_all.runner import child_processes, forkserver, outcome, pass_process, run_checks
+from profile_all import backends, validate
+from profile_all.runner import child_processes, forkserver, outcome, pass_process
 from profile_all.runner.inside.pass_run import PassRun
 from profile_all.runner.launch import Launch
+from profile_all.runner.outcome import Ran
 from profile_all.runner.plan import Pass, plan_passes
+from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.setup import Observer, Setup, check_steps, setup_run
-from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runner.spec import PassSpec
 from profile_all.runs.folder import RunDirectory
-from profile_all.runs.store import save
 from profile_all.targets import ModelTarget, ScriptTarget
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
 
 
 def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | None = None,
@@ -63,39 +61,47 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 
 
 def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) -> Report:
-    # started first: it imports torch while the folder is made
+    passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
+                         repeat=setup.repeat)
+    # started first: they import torch while the target is checked and the folder made
     server = forkserver.ForkServer(
         [*setup.preimport, "profile_all.runner.inside.worker",
          *{cls.__module__ for cls in setup.selection.runnable}],
-        dict(os.environ, PYTHONUNBUFFERED="1")) if setup.forked else None
+        pass_process.worker_env()) if setup.forked else None
+    early = _prestarted(setup, passes)
+    # pandas and the report's modules (0.4 s), imported while the server imports
+    from profile_all.runner import run_report
+
     try:
         _check_target(setup, server)
-        passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
-                             repeat=setup.repeat)
         run_dir = RunDirectory.create(out, setup.target.label)
-        ran = _run_passes(setup, passes, run_dir, stops, server)
+        ran = _run_passes(setup, passes, run_dir, stops, server, early)
     finally:
-        if server is not None:
-            server.close()
-    report = _report(setup, ran, passes, stops, server is not None)
-    report.run_dir = run_dir.final
-    save(report, run_dir.work)
-    report.run_dir = run_dir.commit()
-    if stops.signum is not None and not report.meta.stopped_by:
-        _stopped_while_writing(report, ran, stops.signum)  # said, and written again
-        save(report, report.run_dir)
-    return report
+        for started in (server, early):
+            if started is not None:
+                started.close()
+    return run_report.written(setup, ran, passes, stops, server is not None, run_dir)
 
 
-def _stopped_while_writing(report: Report, ran: Ran, signum: int) -> None:
-    """A stop signal that came while the report was written: every pass had ended, so its
-    figures are whole, but the run ends as stopped (128 + N) and says so."""
-    status, exit_code = outcome.run_ending(ran.summaries, ran.status, signum)
-    name = signal.Signals(signum).name
-    meta = report.meta
-    meta.status, meta.exit_code, meta.stopped_by = status, exit_code, name
-    meta.doubts = [*meta.doubts, f"profile-all got {name} as it wrote the report, after "
-                   "every pass had ended: the figures are whole"]
+def _fresh(setup: Setup, run_pass: Pass) -> bool:
+    """Whether the pass runs in a fresh interpreter rather than forked from the server.
+    Repeats of the timing pass measure the noise between runs: each in a fresh
+    interpreter, so that they sample memory layouts as separate runs would (passes forked
+    from one server share its layout, and agree too well); a model's timing pass too,
+    always: its latency is the user's process's, and a process forked from the server
+    starts from the server's allocator state (small_cnn, one thread: 2.9 ms forked against
+    4.1 ms in fresh processes, the difference the page faults of glibc's heap trimming;
+    model/timing_method.py)."""
+    return setup.forked and run_pass.timing and (setup.repeat > 1 or setup.is_model)
+
+
+def _prestarted(setup: Setup, passes: list[Pass]) -> PrestartedWorker | None:
+    """The fresh interpreter of the first pass that needs one, started now: it imports what
+    that pass imports before its target, as it would started when due, and no more."""
+    first = next((run_pass for run_pass in passes if _fresh(setup, run_pass)), None)
+    if first is None:
+        return None
+    return PrestartedWorker(_preimport(setup, first), pass_process.worker_env())
 
 
 def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
@@ -108,17 +114,6 @@ def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="profile-all-check-") as scratch:
         server.check(setup.target.to_spec(), Path(scratch), dict(os.environ))
-
-
-@dataclass
-class Ran:
-    """What the passes gave: every rank's result, a summary per pass run, each pass's
-    per-step times, and the run's status so far."""
-
-    results: list[PassResult] = field(default_factory=list)
-    summaries: list[PassRecord] = field(default_factory=list)
-    step_times: dict[int, list[float]] = field(default_factory=dict)
-    status: str = "complete"
 
 
 def _window(setup: Setup, run_pass: Pass, timed_steps: int | None) -> int | None:
@@ -172,8 +167,10 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
-                stops: child_processes.StopRequests, server: forkserver.ForkServer | None) -> Ran:
-    """Each pass in turn, in a worker or in this process, until one is interrupted."""
+                stops: child_processes.StopRequests, server: forkserver.ForkServer | None,
+                early: PrestartedWorker | None) -> Ran:
+    """Each pass in turn, in a worker or in this process, until one is interrupted: forked
+    from `server`, or in a fresh interpreter (the first of them `early`, started already)."""
     ran = Ran()
     for run_pass in passes:
         if setup.observer:
@@ -181,16 +178,11 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         pass_spec = _spec(setup, run_pass, run_dir, ran)
         started = perf_counter()
         if setup.isolate:
-            # repeats of the timing pass measure the noise between runs: each in a fresh
-            # interpreter, so that they sample memory layouts as separate runs would
-            # (passes forked from one server share its layout, and agree too well); a
-            # model's timing pass too, always: its latency is the user's process's, and a
-            # process forked from the server starts from the server's allocator state
-            # (small_cnn, one thread: 2.9 ms forked against 4.1 ms in fresh processes,
-            # the difference the page faults of glibc's heap trimming; model/timing_method.py)
-            fresh = run_pass.timing and (setup.repeat > 1 or setup.is_model)
+            starter = server
+            if _fresh(setup, run_pass):
+                starter, early = early, None  # started early for the first fresh pass only
             ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
-                                     None if fresh else server,
+                                     starter,
                                      echo=setup.show_output == "all"
                                      or (setup.show_output == "first" and not ran.summaries))
         else:
@@ -209,70 +201,3 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             ran.status = "interrupted"
             break
     return ran
-
-
-def _meta(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-          forked: bool) -> RunRecord:
-    target, results = setup.target, ran.results
-    run_checks.add_overheads(ran.summaries, ran.step_times, comparable=not setup.is_model)
-    status, exit_code = outcome.run_ending(ran.summaries, ran.status, stops.signum)
-    return RunRecord(
-        status=status,
-        exit_code=exit_code,
-        stopped_by=signal.Signals(stops.signum).name if stops.signum else None,
-        target={**target.to_spec(), "command": shlex.join(target.command)},
-        command=setup.command,
-        cwd=os.getcwd(),
-        environment={**environment.collect(),
-                     **next((r.runtime for r in results if r.runtime), {})},
-        passes=ran.summaries,
-        passes_not_run=[p.index for p in passes[len(ran.summaries):]],
-        skipped_backends=setup.selection.skipped,
-        backend_facts=backends.facts_of(cls.name for cls in setup.selection.runnable),
-        doubts=run_checks.doubts(ran.summaries, results, ran.step_times,
-                                 [cls.name for cls in setup.selection.runnable
-                                  if not cls.sees_children], not setup.is_model),
-        preimported=setup.preimport,
-        process_start=_process_start(setup, forked),
-        region_marks=region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
-        ranks=sorted({result.rank for result in results}),
-        artifacts=[ArtifactRecord(**a) for r in results for a in r.artifacts],
-        distributed={**setup.launch.to_meta(), "world_size": max(
-            (r.world_size for r in results), default=1)} if setup.launch.distributed else {},
-        model=_model_meta(setup, results) if setup.is_model else {})
-
-
-def _process_start(setup: Setup, forked: bool) -> str:
-    """How the passes' processes began: forked from a server that had imported the
-    preimported modules (one hash seed for all), or a fresh interpreter each."""
-    if not setup.isolate:
-        return "in this process"
-    if not forked:
-        return "fresh interpreter"
-    if setup.is_model:
-        return "fork, timing passes: fresh interpreter"
-    return "fork, timing repeats: fresh interpreter" if setup.repeat > 1 else "fork"
-
-
-def _model_meta(setup: Setup, results: list[PassResult]) -> dict[str, Any]:
-    """The model benchmarked, and what its timing passes found of it (the first's)."""
-    timed = [r for r in results if r.target_facts]
-    return {**setup.target.to_spec(), **(timed[0].target_facts if timed else {}),
-            "timing_passes": [{"pass": r.number, **r.target_facts} for r in timed]}
-
-
-def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-            forked: bool) -> Report:
-    """The Report of the run: every rank's rows, and the rates derived from them."""
-    meta = _meta(setup, ran, passes, stops, forked)
-    rows = [row for result in ran.results for row in result.rows]
-    measured = pd.DataFrame(rows, columns=COLUMNS)
-    facts = {name: Facts.from_dict(said) for name, said in meta.backend_facts.items()}
-    extra = derived.region_achieved_flops_rows(measured, facts)
-    if setup.is_model:
-        achieved, counter = derived.achieved_flops_rows(measured, facts, setup.peak_flops)
-        extra += achieved
-        meta.model.update(flops_counted_by=counter, peak_flops=setup.peak_flops)
-    samples = [kept for result in ran.results for kept in result.samples]
-    timeline = [entry for result in ran.results for entry in result.timeline]
-    return Report.from_rows(rows + extra, meta, samples, timeline)

@@ -4,6 +4,7 @@ how the run ended from its passes."""
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass, field
 from typing import Any
 
 from profile_all.pass_record import PassRecord
@@ -122,3 +123,14 @@ def run_ending(summaries: list[PassRecord], status: str,
         if not any(s.status == "interrupted" for s in summaries):
             exit_code = 128 + stop_signal
     return status, exit_code
+
+
+@dataclass
+class Ran:
+    """What the passes gave: every rank's result, a summary per pass run, each pass's
+    per-step times, and the run's status so far."""
+
+    results: list[PassResult] = field(default_factory=list)
+    summaries: list[PassRecord] = field(default_factory=list)
+    step_times: dict[int, list[float]] = field(default_factory=dict)
+    status: str = "complete"

@@ -20,6 +20,7 @@ from typing import Any
 from profile_all import backends
 from profile_all.runner import child_processes, forkserver, spec
 from profile_all.runner.launch import Launch
+from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runs.folder import RunDirectory
 
@@ -41,17 +42,26 @@ def wrappers(pass_spec: PassSpec) -> list[Any]:
     return [cls(pass_spec.options.get(cls.name)) for cls in classes if hasattr(cls, "wrap")]
 
 
+def worker_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONUNBUFFERED="1")
+
+
 def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
-           server: forkserver.ForkServer | None, stops: child_processes.StopRequests) -> Any:
-    """The pass's process; `child_processes.Stopped` when a stop signal comes while the fork server
-    is still importing (seconds on a loaded machine), which it then does not wait for."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+           server: forkserver.ForkServer | PrestartedWorker | None,
+           stops: child_processes.StopRequests) -> Any:
+    """The pass's process: forked from the fork server, told to go where it was started
+    early, else started now; `child_processes.Stopped` when a stop signal comes while the
+    fork server is still importing (seconds on a loaded machine), which it then does not
+    wait for."""
+    env = worker_env()
     worker = ["-m", "profile_all.runner.inside.worker", str(spec_path)]
     argv = launch.argv(pass_spec.number, worker) if launch.distributed \
         else [sys.executable, *worker]
     wrapping = wrappers(pass_spec)
     for wrapper in wrapping:
         argv = wrapper.wrap(argv, pass_spec.context())
+    if isinstance(server, PrestartedWorker):
+        return server.start(spec_path)
     if server is not None and not launch.distributed and not wrapping:
         with stops.waiting():
             server.wait_ready()
@@ -61,10 +71,11 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
-        stops: child_processes.StopRequests, server: forkserver.ForkServer | None,
-        echo: bool = True) -> Ended:
-    """Run one pass in a worker (a worker per rank under torchrun); its output to the pass
-    logs, and to ours with `echo`. A rank that died without a result gets what its
+        stops: child_processes.StopRequests,
+        server: forkserver.ForkServer | PrestartedWorker | None, echo: bool = True) -> Ended:
+    """Run one pass in a worker (a worker per rank under torchrun), forked from the fork
+    `server`, or a fresh interpreter (`server` None, or one started early); its output to
+    the pass logs, and to ours with `echo`. A rank that died without a result gets what its
     backends journaled."""
     number = pass_spec.number
     spec_path = run_dir.scratch / f"pass{number}.spec.json"

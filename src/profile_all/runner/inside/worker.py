@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 
 from profile_all.fileio import write_atomic
-from profile_all.runner import child_processes
+from profile_all.runner import child_processes, prestarted
 from profile_all.runner.inside.pass_run import Outcome, PassRun, Terminated, stopped
 from profile_all.runner.spec import PassResult, PassSpec
 
@@ -119,6 +119,11 @@ def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     global _WORKER_PID
+    if argv[1:2] == [prestarted.SPEC_FROM_FD]:  # started early: its spec comes when due
+        spec_path = prestarted.spec_path_from(argv)
+        if spec_path is None:
+            return 0
+        argv = [argv[0], spec_path]
     _WORKER_PID = os.getpid()
     spec = PassSpec.from_json(Path(argv[1]).read_bytes())
     if spec.distributed:  # one of several ranks, started by torchrun
