@@ -34,6 +34,8 @@ bench: install
 	$(BIN)/python scripts/bench/fresh_latency.py
 	$(BIN)/python scripts/bench/ingest_memory.py
 	$(BIN)/python scripts/bench/compare_noise.py
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/fast_by_default.py
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/torch_profiler_cost.py
 
 # every GPU path end to end with a verdict table; on a machine without CUDA: what it skipped
 gpu-check: install
