@@ -216,6 +216,8 @@ def test_ctrl_c_while_a_command_runs_outside_a_run_is_said():
     between the CLI's import and a run's own stop handling (as a command starts) printed
     nothing. The SIGINT here comes as the `backends` command lists the backends."""
     script = ("import os, signal, sys\n"
+              # as in a terminal, even where the suite runs with SIGINT ignored (nohup)
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "import profile_all.cli, profile_all.entry as entry\n"
               "from profile_all import backends\n"
               "known = backends.known_names\n"
