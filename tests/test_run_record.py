@@ -60,7 +60,7 @@ def test_fields_of_some_runs_are_written_by_them_only(tmp_path):
 def test_an_ingested_source_keeps_what_its_reader_found(tmp_path):
     source = {"pass": 1, "path": "/data/trace.json", "backend": "torch-profiler", "rank": 3,
               "distributed": {"world_size": 8}, "report": "trace"}
-    record = RunRecord.from_json({"format": 2, "sources": [dict(source)]}, tmp_path)
+    record = RunRecord.from_json({**copy.deepcopy(RUN), "sources": [dict(source)]}, tmp_path)
     assert record.sources == [SourceRecord(1, "/data/trace.json", "torch-profiler", 3,
                                            {"distributed": {"world_size": 8},
                                             "report": "trace"})]
@@ -75,7 +75,8 @@ def test_an_ingested_source_keeps_what_its_reader_found(tmp_path):
     (lambda m: m.update(run_id=5), "run_id"),
     (lambda m: m.update(sources=[{"pass": "1"}]), "sources[0].pass"),
     (lambda m: m.update(merged_from={}), "merged_from"),
-    (lambda m: m["artifacts"][0].pop("viewer"), "artifacts[0]"),
+    (lambda m: m["passes"][0].update(steps=-5), "passes[0].steps"),
+    (lambda m: m["artifacts"][0].update(path=5), "artifacts[0].path"),
 ])
 def test_each_typed_field_is_checked_on_load(tmp_path, change, field):
     crafted = copy.deepcopy(RUN)
@@ -84,6 +85,32 @@ def test_each_typed_field_is_checked_on_load(tmp_path, change, field):
     with pytest.raises(pa.UsageError, match=re.escape(said)) as refused:
         RunRecord.from_json(crafted, tmp_path)
     assert str(refused.value).endswith("): a damaged or crafted run folder")
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda m: m.pop("status"), "status"),
+    (lambda m: m.pop("passes"), "passes"),
+    (lambda m: m.pop("target"), "target"),
+    (lambda m: m["passes"][0].pop("pass"), "passes[0].pass"),
+    (lambda m: m["passes"][0].pop("exit_code"), "passes[0].exit_code"),
+    (lambda m: m["artifacts"][0].pop("viewer"), "artifacts[0].viewer"),
+])
+def test_a_field_every_folder_has_is_required(tmp_path, change, field):
+    """`{"format": 2}` alone once showed as a run: status "", 0 passes, every table."""
+    crafted = copy.deepcopy(RUN)
+    change(crafted)
+    with pytest.raises(pa.UsageError, match=re.escape(
+            f"{tmp_path}/meta.json: {field} is missing, which every run folder of profile-all "
+            "has: a damaged or crafted run folder")):
+        RunRecord.from_json(crafted, tmp_path)
+
+
+def test_an_artifact_keeps_a_newer_profile_alls_keys_of_any_type(tmp_path):
+    crafted = copy.deepcopy(RUN)
+    crafted["artifacts"][0].update(size=123, sha=None)
+    record = RunRecord.from_json(crafted, tmp_path)
+    assert record.artifacts[0].extra == {"size": 123, "sha": None}
+    assert record.to_json()["artifacts"] == crafted["artifacts"]
 
 
 def test_an_artifact_outside_the_folder_is_refused(tmp_path):

@@ -13,6 +13,7 @@ from typing import Any
 
 from profile_all.record_fields import (
     anything,
+    counted,
     dict_of,
     flag,
     list_of,
@@ -46,15 +47,15 @@ class PassRecord:
     them."""
 
     #: the pass's number, from 1 (meta.json's `pass`)
-    number: int = field(default=0, metadata=stored(whole, key="pass"))
+    number: int = field(default=0, metadata=stored(whole, key="pass", required=True))
     backends: list[str] = field(default_factory=list, metadata=stored(list_of(text)))
     #: the clean timing pass (or one of its repeats): the reference of every overhead
     timing: bool = field(default=False, metadata=stored(flag))
     #: which repeat of the timing pass it is (from 1), 0 for the other passes
     repeat: int = field(default=0, metadata=stored(whole))
     #: ok, partial (the target ended well, a backend lost data), failed, timeout...
-    status: str = field(default="", metadata=stored(text))
-    exit_code: int = field(default=0, metadata=stored(whole))
+    status: str = field(default="", metadata=stored(text, required=True))
+    exit_code: int = field(default=0, metadata=stored(whole, required=True))
     error: str = field(default="", metadata=stored(text))
     #: the target's wall time, its slowest rank's (s)
     target_wall_time: float | None = field(default=None, metadata=stored(optional(numeric)))
@@ -62,9 +63,9 @@ class PassRecord:
     process_wall_time: float | None = field(default=None, metadata=stored(optional(numeric)))
     #: made from the journals of a worker that died without writing its result
     recovered: bool = field(default=False, metadata=stored(flag))
-    steps: int | None = field(default=None, metadata=stored(optional(whole)))
+    steps: int | None = field(default=None, metadata=stored(optional(counted)))
     #: the step the pass ended its target at, None when it ran whole
-    window: int | None = field(default=None, metadata=stored(optional(whole)))
+    window: int | None = field(default=None, metadata=stored(optional(counted)))
     #: what marked the steps (`pa.step()`, `optimizer.step()`, `outermost module call`)
     step_source: str = field(default="", metadata=stored(text))
     #: the device a model ran on ("meta" under --count-on meta); "" for a script

@@ -49,15 +49,22 @@ def anything(value: Any) -> bool:
 text, whole, numeric, flag = of(str), of(int), of(int, float), of(bool)
 
 
+def counted(value: Any) -> bool:
+    """A whole number of things (steps, iterations): never below 0."""
+    return whole(value) and value >= 0
+
+
 def stored(check: Check, *, key: str = "", inner: dict[str, Check] | None = None,
-           each: Any = None, only_some: bool = False) -> dict[str, Any]:
+           each: Any = None, only_some: bool = False, required: bool = False
+           ) -> dict[str, Any]:
     """The metadata of a dataclass field of a record of meta.json: held there under `key`
     (the field's name when empty), refused on load unless `check` passes; `inner`: checks
     of some keys of a dict (`target.command`); `each`: the record class of a list's items;
     `only_some`: written only when it holds other than its default (what some runs have:
-    a model's, a distributed run's). A field without a default must be in the record."""
+    a model's, a distributed run's); `required`: every folder profile-all wrote has it (a
+    field without a default must be in the record too)."""
     return {"check": check, "key": key, "inner": inner or {}, "each": each,
-            "only_some": only_some}
+            "only_some": only_some, "required": required}
 
 
 def refuse(run_dir: Path, field: str, value: Any) -> UsageError:
@@ -92,8 +99,9 @@ def read(cls: Any, data: dict[str, Any], run_dir: Path,
         key = _key(field)
         if key in data:
             known[field.name] = _value(field, data[key], run_dir, where + key)
-        elif _default(field) is dataclasses.MISSING:
-            raise refuse(run_dir, where.removesuffix("."), data)
+        elif field.metadata["required"] or _default(field) is dataclasses.MISSING:
+            raise UsageError(f"{run_dir}/meta.json: {where}{key} is missing, which every run "
+                             "folder of profile-all has: a damaged or crafted run folder")
     keys = {_key(field) for field in _stored_fields(cls)}
     return known, {key: value for key, value in data.items() if key not in keys}
 

@@ -99,20 +99,22 @@ class RunRecord:
 
     format: int = field(default=FORMAT_VERSION, metadata=stored(whole))
     #: complete, partial (a pass lost data), failed, interrupted
-    status: str = field(default="", metadata=stored(text))
-    exit_code: int = field(default=0, metadata=stored(whole))
+    status: str = field(default="", metadata=stored(text, required=True))
+    exit_code: int = field(default=0, metadata=stored(whole, required=True))
     #: the stop signal's name (SIGTERM...) that ended the run, None when none did
     stopped_by: str | None = field(default=None, metadata=stored(optional(text)))
     #: what was profiled (its kind, its `command` as one line...)
     target: dict[str, Any] = field(
-        default_factory=dict, metadata=stored(dict_of(anything), inner={"command": text}))
+        default_factory=dict, metadata=stored(dict_of(anything), inner={"command": text},
+                                              required=True))
     #: profile-all's own command line (the CLI's argv)
     command: list[str] = field(default_factory=list, metadata=stored(list_of(text)))
     cwd: str = field(default="", metadata=stored(text, only_some=True))
     environment: dict[str, Any] = field(default_factory=dict,
                                         metadata=stored(dict_of(anything)))
     passes: list[PassRecord] = field(
-        default_factory=list, metadata=stored(list_of(dict_of(anything)), each=PassRecord))
+        default_factory=list, metadata=stored(list_of(dict_of(anything)), each=PassRecord,
+                                              required=True))
     #: the planned passes a stop left unrun
     passes_not_run: list[int] = field(default_factory=list, metadata=stored(list_of(whole)))
     #: backend name -> why it was not run
@@ -133,7 +135,8 @@ class RunRecord:
     ranks: list[int] = field(default_factory=list,
                              metadata=stored(list_of(whole), only_some=True))
     artifacts: list[ArtifactRecord] = field(
-        default_factory=list, metadata=stored(list_of(dict_of(text)), each=ArtifactRecord))
+        default_factory=list, metadata=stored(list_of(dict_of(anything)),
+                                              each=ArtifactRecord))
     #: a distributed run's launch (torchrun's nodes, rendezvous) and world size
     distributed: dict[str, Any] = field(
         default_factory=dict, metadata=stored(dict_of(anything), only_some=True))

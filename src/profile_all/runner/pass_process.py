@@ -61,6 +61,8 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
     for wrapper in wrapping:
         argv = wrapper.wrap(argv, pass_spec.context())
     if isinstance(server, PrestartedWorker):
+        with stops.waiting():  # a stop that came before the pass: it never starts
+            pass
         return server.start(spec_path)
     if server is not None and not launch.distributed and not wrapping:
         with stops.waiting():

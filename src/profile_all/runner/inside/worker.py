@@ -117,6 +117,20 @@ def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
     threading.Thread(target=watch, daemon=True, name="profile-all-stop-watch").start()
 
 
+def _raise_stops(held: list[int]) -> None:
+    """From here a stop signal is raised where it comes: a Ctrl-C passed on by profile-all
+    is a KeyboardInterrupt in the target, as without it (even where profile-all was started
+    with SIGINT ignored, in the background), SIGTERM and SIGHUP are `Terminated`; one that
+    came while the pass was set up is raised now."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        if held[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        _raise_terminated(held[0], None)
+
+
 def main(argv: list[str]) -> int:
     global _WORKER_PID
     if argv[1:2] == [prestarted.SPEC_FROM_FD]:  # started early: its spec comes when due
@@ -129,11 +143,10 @@ def main(argv: list[str]) -> int:
     if spec.distributed:  # one of several ranks, started by torchrun
         spec = spec.for_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
     result_path = spec.result_file
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_terminated)
-    # a Ctrl-C passed on by profile-all is a KeyboardInterrupt in the target, as without
-    # it, even where profile-all was started with SIGINT ignored (in the background)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # a stop that comes while the pass is set up is held until its start can end it cleanly
+    held: list[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda signum, _frame: held.append(signum))
     pass_run = PassRun(spec, own_process=True)
 
     def exit_now(code: int) -> None:
@@ -151,6 +164,7 @@ def main(argv: list[str]) -> int:
     if spec.parent_pid:
         _watch_parent(spec.parent_pid)
     try:
+        _raise_stops(held)
         pass_run.start()
     except (KeyboardInterrupt, Terminated) as error:  # stopped before its target started
         outcome = stopped(error, pass_run.target_started)
