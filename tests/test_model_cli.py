@@ -49,7 +49,7 @@ def test_package_module_class_spec_and_train(tmp_path):
     ([f"{MODELS}:nothing_here"], "has no callable named 'nothing_here'"),
     (["torch:float32"], "has no callable named 'float32'"),
     (["torch.nn.functional:relu"], "relu() raised TypeError"),
-    (["collections:OrderedDict"], "returned a OrderedDict, not a torch.nn.Module"),
+    (["collections:OrderedDict"], "returned an object of type OrderedDict, not a torch.nn.Module"),
     (["justaname"], "model SPEC must be package.module:factory or file.py:factory"),
     (["missing_file.py:make"], "model file not found: missing_file.py"),
     (["torch.nn:Tanh", "--train"], "--train needs a model with trainable parameters"),

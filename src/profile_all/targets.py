@@ -28,6 +28,10 @@ class ScriptTarget:
     def command(self) -> list[str]:
         return ["python", self.path, *self.args]
 
+    def refuse_early(self) -> None:
+        """What is refused before anything starts: all that `validate` checks."""
+        self.validate()
+
     def validate(self) -> None:
         """Fail early, before any pass runs, on a script that python itself would refuse."""
         path = Path(self.path)
@@ -158,6 +162,15 @@ class ModelTarget:
             model = model.to(dtype=getattr(torch, self.dtype))
         inputs = build.make_inputs(self.input_shapes, self.dtype, device)
         return build.Work(model, inputs, self.train), device
+
+    def refuse_early(self) -> None:
+        """What is refused before anything starts (no torch): a SPEC of another form, a
+        model file that is not there. A bad factory, shape or device is found by
+        `validate`, where torch is imported."""
+        if self.live_model is None:
+            from profile_all.model import build
+
+            build.factory_parts(self.spec)
 
     def validate(self) -> None:
         """Build the model and run it once: bad specs, shapes and devices fail here."""

@@ -34,16 +34,23 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def load_factory(spec: str) -> Callable[[], Any]:
+def factory_parts(spec: str) -> tuple[str, str]:
+    """(the module or .py file, the factory's name) of a SPEC; UsageError for a SPEC of
+    another form or a .py file that is not there: what is known without importing it."""
     module_part, colon, name = spec.rpartition(":")
     if not colon or not module_part or not name:
         raise UsageError(f"model SPEC must be package.module:factory or file.py:factory, "
                          f"got {spec!r}")
+    if module_part.endswith(".py") and not Path(module_part).is_file():
+        raise UsageError(f"model file not found: {module_part}")
+    return module_part, name
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    module_part, name = factory_parts(spec)
     try:
         if module_part.endswith(".py"):
             path = Path(module_part)
-            if not path.is_file():
-                raise UsageError(f"model file not found: {module_part}")
             sys.path.insert(0, str(path.resolve().parent))
             loader_spec = importlib.util.spec_from_file_location(f"_profile_all_{path.stem}",
                                                                  path)
@@ -71,7 +78,8 @@ def build_model(spec: str) -> Any:
     except Exception as error:
         raise UsageError(f"{spec}() raised {type(error).__name__}: {error}") from None
     if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"{spec}() returned a {type(model).__name__}, not a torch.nn.Module")
+        raise UsageError(f"{spec}() returned an object of type {type(model).__name__}, not "
+                         "a torch.nn.Module")
     return model
 
 

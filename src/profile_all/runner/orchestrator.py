@@ -61,6 +61,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 
 
 def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) -> Report:
+    setup.target.refuse_early()  # before the server's seconds of import
     passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
                          repeat=setup.repeat)
     # started first: they import torch while the target is checked and the folder made
