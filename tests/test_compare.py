@@ -182,3 +182,21 @@ def test_the_terminal_table_shows_the_numbers(runs, columns):
     assert ("A: " + str(runs["base"])) in lines and ("B: " + str(runs["slower"])) in lines
     if columns == "80":
         assert "left out to fit 80 columns: " in done.stdout
+
+
+def test_an_interval_too_wide_to_rule_out_a_change_is_inconclusive():
+    """Two repeats a side once gave +172% with an interval of -95% to +14,828% and the
+    verdict "no change": an interval that holds zero but reaches 25% either way is said
+    to be inconclusive."""
+    from profile_all import noise
+    from profile_all.report.compare import _verdict
+
+    def ratio(low, high):
+        change = (low + high) / 2
+        return noise.Ratio(change=change, centre_a=1.0, centre_b=1.0 + change, low=low,
+                           high=high, runs_a=2, runs_b=2, blocked=False)
+
+    assert _verdict(ratio(-0.95, 148.28)).startswith("inconclusive (the interval reaches 25%")
+    assert _verdict(ratio(-0.30, 0.02)).startswith("inconclusive")
+    assert _verdict(ratio(-0.05, 0.08)) == "no change"
+    assert _verdict(ratio(0.10, 0.40)) == "slower"

@@ -6,7 +6,9 @@ noise.median_ratio gives the change and an interval that holds the noise between
 not only the spread of calls inside one (which called 6 of 6 regions of two identical
 runs changed). A change whose interval excludes zero is `slower` or `faster`, unless it
 is smaller than DRIFT_FLOOR (`no change beyond drift`); one whose interval holds it is
-`no change`; with one timing pass a side the drift between runs is
+`no change`, unless the interval reaches INCONCLUSIVE_BEYOND or more either way (two
+repeats a side can give -95% to +14,000%): then it is `inconclusive`, since it does not
+rule out the changes users look for; with one timing pass a side the drift between runs is
 unknown, and the verdict says `untested` (the interval over blocks is still shown). Each
 row says what it rests on (`basis`), and `slower_than` (the CI gate) refuses to judge
 runs of one timing pass. Fewer than MIN_CALLS calls on either side cannot be tested.
@@ -33,6 +35,9 @@ TOP = 10
 #: memory layout), which the repeats inside one run do not sample (an A/A pair of sleeping
 #: regions on this project's 2-core CI machine: +0.9% to +1.4%, intervals excluding 0)
 DRIFT_FLOOR = 0.03
+#: an interval that holds zero but reaches this far either way rules out no change of the
+#: size users look for (a 10% gate): it is inconclusive, not "no change"
+INCONCLUSIVE_BEYOND = 0.25
 #: timing passes a side that a CI gate needs: one a side cannot tell a change from drift
 GATE_RUNS = 2
 UNTESTED = "untested: one run a side (profile with --repeat 3 or more)"
@@ -95,6 +100,9 @@ def _verdict(ratio: noise.Ratio) -> str:
         return UNTESTED
     if ratio.verdict in ("slower", "faster") and abs(ratio.change) < DRIFT_FLOOR:
         return f"no change beyond drift (below {DRIFT_FLOOR:.0%})"
+    if ratio.verdict == "no change" and max(-ratio.low, ratio.high) >= INCONCLUSIVE_BEYOND:
+        return (f"inconclusive (the interval reaches {INCONCLUSIVE_BEYOND:.0%} or more: "
+                "more repeats narrow it)")
     return ratio.verdict
 
 
