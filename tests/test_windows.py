@@ -9,6 +9,7 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all.readers import chrome_trace
 
 SPEED = TARGETS / "speed.py"  # 30 steps, two sleeps a step
 
@@ -124,9 +125,18 @@ def test_found_steps_are_marked_in_the_trace(tmp_path):
     frame = pa.load(tmp_path / "r").frame
     marked = frame[(frame["backend"] == "torch-profiler") & (frame["scope"] == "step")
                    & (frame["metric"] == "calls")]
-    # ProfilerStep#0 (start to the first optimizer step) to #6: the window's 7 steps (the
-    # range torch opens at the last step, #7, is the tail to stop, not a step)
+    # ProfilerStep#0 (start to the first optimizer step) to #6: the window's 7 steps; the
+    # profile ends at the last, so the trace holds no #7 (the tail to the pass's stop),
+    # which an ingest (or HTA) of the trace would count as an eighth step
     assert marked["name"].tolist() == ["ProfilerStep"] and marked["value"].item() == 7
+    trace = chrome_trace.load(tmp_path / "r" / "artifacts" / "torch_trace.pt.trace.json.gz")
+    assert sorted(event[0] for event in trace.columns.annotations
+                  if event[0].startswith("ProfilerStep#")) == [
+        f"ProfilerStep#{number}" for number in range(7)]
+    ingested = pa.ingest([tmp_path / "r" / "artifacts" / "torch_trace.pt.trace.json.gz"],
+                         out=tmp_path / "ingested").frame
+    counted = ingested[(ingested["scope"] == "step") & (ingested["metric"] == "calls")]
+    assert counted["value"].item() == 7
 
 
 def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):

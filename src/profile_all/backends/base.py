@@ -38,6 +38,8 @@ class PassContext:
     #: `optimizer.step()`, `outermost module call`), "" when it has none or is unknown:
     #: a tracer can mark each step in its trace from the start
     step_source: str = ""
+    #: the step the pass ends its target at (its window), None when the target runs whole
+    max_steps: int | None = None
     #: (start, end) perf_counter of each torch.compile compilation so far, filled as the
     #: target runs (compile_watch): steps that held one are left out of per-step figures
     compiling: list[tuple[float, float]] = field(default_factory=list)

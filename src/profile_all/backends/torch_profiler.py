@@ -109,6 +109,7 @@ class TorchProfiler(Backend):
         # TensorBoard's step view and HTA: from the start where the target has steps
         self._profile.record_steps = bool(steps) or bool(ctx.step_source)
         self._steps = 0
+        self._ctx = ctx
         self._profile.start()
 
     def enter(self, name: str, parent: str) -> Any:
@@ -123,7 +124,15 @@ class TorchProfiler(Backend):
         token.__exit__(None, None, None)
 
     def step(self) -> None:
+        if self._profile is None:  # ended at the window's last step
+            return
         self._steps += 1
+        if not self._scheduled and self._steps == self._ctx.max_steps:
+            # the pass's window ends at this step: so does the profile, so that the trace
+            # holds a ProfilerStep range a step (one opened now would be the pass's tail,
+            # which HTA and an ingest would count as one more step)
+            self._end(self._ctx)
+            return
         self._profile.step()
 
     def _export(self, profile: Any) -> None:
@@ -133,6 +142,10 @@ class TorchProfiler(Backend):
         self._exported = True
 
     def stop(self, ctx: PassContext) -> None:
+        if self._profile is not None:
+            self._end(ctx)
+
+    def _end(self, ctx: PassContext) -> None:
         from torch.profiler import ProfilerAction
 
         recording = not self._scheduled or self._profile.current_action in (

@@ -59,7 +59,7 @@ class PassSpec:
         return PassContext(pass_index=self.number, artifacts_dir=Path(self.artifacts_dir),
                            scratch_dir=Path(self.scratch_dir), rank=self.rank,
                            world_size=self.world_size, command=list(command or []),
-                           step_source=self.step_source)
+                           step_source=self.step_source, max_steps=self.max_steps)
 
 
 @dataclasses.dataclass(frozen=True)
