@@ -11,9 +11,6 @@ import pytest
 import profile_all as pa
 from conftest import TARGETS, profile_all
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_bad_input")
-
 
 def _refused(result, message: str) -> None:
     assert result.returncode == 2, (result.stdout, result.stderr)

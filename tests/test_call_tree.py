@@ -17,9 +17,6 @@ from profile_all.readers.call_tree import call_rows, own_frames
 from profile_all.readers.pstats_reader import read_pstats
 from profile_all.rows import call_path
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_call_tree")
-
 
 def inner():
     time.sleep(0.06)

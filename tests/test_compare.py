@@ -11,9 +11,6 @@ import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all import units as fmt
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_compare")
-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

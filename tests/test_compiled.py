@@ -15,9 +15,6 @@ import pytest
 import profile_all as pa
 from conftest import TARGETS, profile_all, value_of
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_compiled")
-
 TARGET = TARGETS / "compiled_train.py"
 ARGS = ["--backend", "aot_eager", "--report"]
 #: every backend that runs in a pass of its own here (nsys and cuda-events cannot)

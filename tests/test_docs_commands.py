@@ -15,9 +15,6 @@ import pytest
 
 from conftest import REPO
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_docs_commands")
-
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")

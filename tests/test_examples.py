@@ -13,9 +13,6 @@ import profile_all as pa
 from conftest import EXAMPLES, profile_all
 from profile_all.rows import COLUMNS
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_examples")
-
 
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):

@@ -20,9 +20,6 @@ from profile_all.report.report import Report
 from profile_all.rows import Facts
 from profile_all.run_record import RunRecord
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_findings")
-
 TIMER = {"my.timer": Facts(region_timer="wall_time").to_dict()}
 
 

@@ -11,9 +11,6 @@ import pytest
 
 from conftest import TARGETS, profile_all
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_hostile_names")
-
 TARGET = TARGETS / "hostile_names.py"
 #: what must never reach the terminal: C0 (but newline and tab of the layout), DEL, C1,
 #: and the bidirectional overrides

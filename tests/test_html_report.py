@@ -18,9 +18,6 @@ from conftest import TARGETS, profile_all
 from profile_all import units as fmt
 from profile_all.render import html
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_html_report")
-
 HOSTILE = "<script>alert(1)</script>"
 
 

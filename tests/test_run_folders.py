@@ -15,9 +15,6 @@ import profile_all as pa
 from conftest import TARGETS
 from profile_all.cli import main
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_run_folders")
-
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:

@@ -8,9 +8,6 @@ import profile_all as pa
 from conftest import TARGETS, measured_frame, profile_all, value_of
 from profile_all.readers import chrome_trace
 
-# its tests share a module's runs: one worker runs them all (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_torch_profiler")
-
 
 def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
     return value_of(frame, backend=backend, scope=scope, name=name, metric=metric, stat=stat)
