@@ -106,11 +106,13 @@ def _prestarted(setup: Setup, passes: list[Pass]) -> PrestartedWorker | None:
 
 
 def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
-    """Refuse a bad target before any pass runs. A model is built and run once: in a child
-    forked from the server where there is one (this process then never imports torch,
-    which would cost seconds beside the server's own import on a small machine), else
-    here."""
-    if server is None or not setup.is_model:
+    """Refuse a bad model before any pass runs (a script was checked whole by
+    `refuse_early`). It is built and run once: in a child forked from the server where
+    there is one (this process then never imports torch, which would cost seconds beside
+    the server's own import on a small machine), else here."""
+    if not setup.is_model:
+        return
+    if server is None:
         setup.target.validate()
         return
     with tempfile.TemporaryDirectory(prefix="profile-all-check-") as scratch:
