@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 
@@ -32,7 +33,6 @@ class PrestartedWorker:
                 env=env, pass_fds=(read_end,))
         finally:
             os.close(read_end)
-        self.env = env
         self.given = False
 
     def start(self, spec_path: os.PathLike[str] | str) -> subprocess.Popen:
@@ -43,18 +43,15 @@ class PrestartedWorker:
         return self.process
 
     def close(self) -> None:
-        """A worker never given its pass ends: its pipe closes, it exits (killed, where it
-        still imports after 5 s)."""
+        """A worker never given its pass is ended at once: it has run nothing of the
+        target, and waiting for its imports to end would hold the run's end."""
         if self.given:
             return
         os.close(self._write_end)
         self.given = True
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, 9)
-            self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
         for pipe in (self.process.stdout, self.process.stderr):
             pipe.close()
 
