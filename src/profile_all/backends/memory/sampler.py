@@ -57,7 +57,8 @@ def _child_lines(children: list[psutil.Process], stamp: float) -> list[str]:
 
 def sample(pid: int, interval: float, path: str) -> None:
     process = psutil.Process(pid)
-    flushed = scanned = time.monotonic()
+    scanned = time.monotonic()
+    flushed = scanned - FLUSH_SECONDS  # the first sample at once: the target waits for it
     children = _children(process)
     with open(path, "a") as out:
         try:
