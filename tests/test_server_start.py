@@ -15,7 +15,7 @@ import pytest
 
 import profile_all as pa
 from conftest import Running, processes_with
-from profile_all.runner import forkserver, server_start
+from profile_all.runner import server_handle, server_start
 
 
 def test_a_hanging_import_is_said_dumped_and_bounded(tmp_path, monkeypatch, capfd):
@@ -25,7 +25,7 @@ def test_a_hanging_import_is_said_dumped_and_bounded(tmp_path, monkeypatch, capf
     monkeypatch.setattr(server_start, "DUMP_AFTER", 1.0)
     monkeypatch.setattr(server_start, "START_LIMIT", 2.5)
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    server = forkserver.ForkServer(["json", "hangs_on_import"], env)
+    server = server_handle.ForkServer(["json", "hangs_on_import"], env)
     try:
         with pytest.raises(server_start.StartStalled, match=r"did not get ready in 2 s \(it was "
                                                            r"importing hangs_on_import"):
@@ -45,7 +45,7 @@ def test_a_pass_is_the_leader_of_its_own_group_once_its_pid_is_said(tmp_path):
     pass's pid only once the child has made its session: a SIGTERM sent just after the
     start used to find no such group, and the pass ran on to its grace and a SIGKILL. The
     spec is a FIFO nobody writes, so the worker blocks reading it, as a pass just started."""
-    server = forkserver.ForkServer(["json"], dict(os.environ))
+    server = server_handle.ForkServer(["json"], dict(os.environ))
     try:
         for number in range(5):
             spec = tmp_path / f"pass{number}.spec.json"
@@ -70,6 +70,8 @@ def test_a_stop_while_the_server_imports_ends_the_run_without_waiting_for_it(tmp
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with Running("run", script, "-b", "wallclock", "-o", run_dir, env=env) as running:
         server = _wait_for_server(running.process.pid)
+        # the server starts as the command does; the run's stop handling, once its folder is
+        _wait_for(lambda: any(tmp_path.glob(".run.partial-*")))
         os.kill(running.process.pid, signal.SIGHUP)
         assert running.finish(30) == 129, running.stderr
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
@@ -91,3 +93,11 @@ def _wait_for_server(pid: int) -> psutil.Process:
                     return child
         time.sleep(0.05)
     raise AssertionError("no fork server started")
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("waited 60 s")
+        time.sleep(0.05)

@@ -7,6 +7,9 @@ come from that file through the chrome-trace reader, never from `key_averages()`
 and 4.9 GB for a 570,000-event profile on 2 cores). torch gzips an export at level 9 (9.8 s
 for a 129 MB trace of 500,000 operators, two thirds of the pass's cost); so the trace is
 exported as plain JSON, read from that, and gzipped at level 1 (0.3 s, a file 1.4x larger).
+A single process's trace is read in profile-all's process once the pass has ended
+(`collect_after`), which has pandas imported already (the pass would import it: 0.2 s of
+every run); the ranks of a distributed pass read their own, side by side.
 
 Regions become `record_function` ranges, so they show in the trace and as region rows;
 `pa.step()` is `prof.step()`, which drives the optional schedule (wait, warmup, active).
@@ -184,39 +187,49 @@ class TorchProfiler(Backend):
         if not self._exported:
             raise ProfileAllError("the schedule's active steps never ran (fewer pa.step() "
                                   "calls than wait + warmup + active): no trace")
+        later = {"trace": str(self._path), "encoded": self._encoded,
+                 "steps": self._steps if self._profile_steps else None}
+        if ctx.world_size > 1:  # each rank reads its own, side by side
+            return self.collect_after(ctx, later)
+        return Collected(later=later)  # read in profile-all, which has pandas imported
+
+    def collect_after(self, ctx: PassContext, later: dict[str, Any]) -> Collected:
+        """The rows, read from the trace, which is then gzipped."""
         from profile_all.readers.chrome_trace import load
         from profile_all.readers.limits import BeyondLimits
         from profile_all.readers.trace_analysis import trace_rows
 
-        gzipped = self._path.with_name(self._path.name + ".gz")
+        plain = Path(later["trace"])
+        gzipped = plain.with_name(plain.name + ".gz")
         relative = str(gzipped.relative_to(ctx.artifacts_dir.parent))
         artifact = Artifact(self.name, relative, "Perfetto (ui.perfetto.dev), TensorBoard, HTA",
                             "open https://ui.perfetto.dev and load {run_dir}/" + relative)
         try:  # within the readers' limits: what does not fit the free memory is not read
-            trace = load(self._path)
+            trace = load(plain)
         except BeyondLimits as error:
             self.losses.append(
                 f"its trace was written but not read: {error}. Open the trace in Perfetto, "
                 "or trace fewer steps (--pass-steps N, --torch-schedule)")
             return Collected([], [artifact])
         finally:
-            _gzipped(self._path, gzipped)
-        if self._profile_steps:
-            trace.keep_steps(self._steps)  # as many ProfilerStep ranges as steps
+            _gzipped(plain, gzipped)
+        if later["steps"] is not None:
+            trace.keep_steps(later["steps"])  # as many ProfilerStep ranges as steps
         rows = trace_rows(trace)
-        if self._encoded:
-            rows = [self._decoded(measured) for measured in rows]
+        if later["encoded"]:
+            rows = [_decoded(measured, later["encoded"]) for measured in rows]
         return Collected(rows, [artifact])
 
-    def _decoded(self, measured: list[Any]) -> list[Any]:
-        """A row whose region name or parent path held encoded names, decoded."""
-        scope, name, parent = measured[:3]
-        if scope not in ("region", "step"):
-            return measured
-        name = self._encoded.get(name, name)
-        if parent:
-            parent = "/".join(self._encoded.get(part, part) for part in parent.split("/"))
-        return [scope, name, parent, *measured[3:]]
+
+def _decoded(measured: list[Any], encoded: dict[str, str]) -> list[Any]:
+    """A row whose region name or parent path held encoded names, decoded."""
+    scope, name, parent = measured[:3]
+    if scope not in ("region", "step"):
+        return measured
+    name = encoded.get(name, name)
+    if parent:
+        parent = "/".join(encoded.get(part, part) for part in parent.split("/"))
+    return [scope, name, parent, *measured[3:]]
 
 
 def _gzipped(plain: Path, gzipped: Path) -> None:

@@ -15,6 +15,9 @@ The server never touches CUDA (forking after CUDA is initialised is unsafe): it 
 and every check of a device happens in the children. Torchrun ranks, nsys passes, and runs
 asked for fresh interpreters do not use it; `ForkedPass` looks like a `subprocess.Popen`
 to the orchestrator, so the rest of a pass's handling is the same either way.
+
+This module is the server's own process; `server_handle` is the server from profile-all's
+side (start it, tell it the rest of its modules, ask it for a pass or a check, close it).
 """
 
 from __future__ import annotations
@@ -29,21 +32,16 @@ import os
 import random
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from profile_all.errors import UsageError
-from profile_all.runner import server_start
-from profile_all.runner.server_messages import MESSAGE_BYTES, Lines, send
+from profile_all.runner.server_messages import MESSAGE_BYTES, send
 
 _PR_SET_PDEATHSIG = 1
-
-
-def fork_available() -> bool:
-    return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+#: the server's first argument when the rest of its modules come in a message
+MORE_LATER = "--more-later"
 
 
 def _die_with_parent() -> None:
@@ -126,13 +124,26 @@ def _check_child(request: dict[str, Any], fds: list[int], channel: socket.socket
         os._exit(0 if not said else 2)
 
 
-def serve(channel: socket.socket, modules: list[str]) -> None:
-    """Import, say ready, then fork a worker per request until the socket closes."""
-    _die_with_parent()
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # server_start asks, if slow
+def _import(channel: socket.socket, modules: list[str]) -> None:
     for module in modules:
         send(channel, {"importing": module})
         importlib.import_module(module)
+
+
+def serve(channel: socket.socket, modules: list[str]) -> None:
+    """Import, say ready, then fork a worker per request until the socket closes. Started
+    with MORE_LATER first, it imports the modules named after it, then those of the
+    message that follows ({"import": [...]}), which a server started before the run's
+    modules were known waits for."""
+    _die_with_parent()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # server_start asks, if slow
+    more_later = modules[:1] == [MORE_LATER]
+    _import(channel, modules[1:] if more_later else modules)
+    if more_later:
+        payload = channel.recv(MESSAGE_BYTES)
+        if not payload:
+            return
+        _import(channel, json.loads(payload.decode())["import"])
     send(channel, {"ready": os.getpid()})
     while True:
         payload, fds, _flags, _address = socket.recv_fds(channel, MESSAGE_BYTES, 3)
@@ -165,117 +176,6 @@ def _fork_grouped(child: Callable[[int], None]) -> int:
     os.read(wait_end, 1)  # b"" once the child closed it (or ended)
     os.close(wait_end)
     return pid
-
-
-class ForkServer:
-    """The server process, from profile-all's side: started once a run, closed after."""
-
-    def __init__(self, modules: list[str], env: dict[str, str]) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.channel, self.lines = ours, Lines(ours)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "profile_all.runner.forkserver", str(theirs.fileno()), *modules],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
-            env=env)
-        theirs.close()
-        self._ready = False
-
-    def wait_ready(self) -> None:
-        if not self._ready:
-            server_start.wait_ready(self.lines.read, self.process)
-            self._ready = True
-
-    def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
-        """Check a target in a forked child (`ModelTarget.validate`: build the model, run it
-        once), so that profile-all itself never imports torch; its output is ours. Raises
-        the UsageError the check raised there."""
-        self.wait_ready()
-        launch, result = scratch / "check.launch.json", scratch / "check.result.json"
-        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
-        stdin = _stdin()
-        try:
-            send(self.channel, {"check": target_spec, "launch": str(launch),
-                                 "result": str(result)}, [stdin, 1, 2])
-        finally:
-            if stdin != 0:
-                os.close(stdin)
-        message = self.lines.read()
-        if message is None or "pid" not in message:
-            raise OSError("the fork server stopped before checking the target")
-        code = ForkedPass(message["pid"], self.lines, None, None).wait()
-        try:
-            said = json.loads(result.read_text())
-        except (OSError, ValueError):
-            ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-            said = {"error": f"its process ended ({ended}) before it said anything"}
-        if "usage" in said:
-            raise UsageError(said["usage"])
-        if "error" in said:  # the user's code failed: bad input too, said in one line
-            raise UsageError(f"checking the target failed: {said['error']}")
-
-    def start(self, spec_path: Path, env: dict[str, str]) -> ForkedPass:
-        """A pass's worker, forked: its stdout and stderr come back through pipes, its
-        stdin is ours."""
-        self.wait_ready()
-        launch = spec_path.with_suffix(".launch.json")
-        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        stdin = _stdin()
-        try:
-            send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
-                  [stdin, out_write, err_write])
-        finally:
-            for fd in (out_write, err_write):
-                os.close(fd)
-            if stdin != 0:
-                os.close(stdin)
-        message = self.lines.read()
-        if message is None or "pid" not in message:
-            raise OSError("the fork server stopped before forking a pass")
-        return ForkedPass(message["pid"], self.lines, os.fdopen(out_read, "rb"),
-                          os.fdopen(err_read, "rb"))
-
-    def close(self) -> None:
-        """End the server. Every pass it forked has ended by now, and it holds nothing that
-        needs a clean exit: killed, not waited for through an interpreter's teardown with
-        torch loaded (a second a run)."""
-        with contextlib.suppress(OSError):
-            self.channel.close()
-        self.process.kill()
-        self.process.wait()
-
-
-def _stdin() -> int:
-    """Our stdin's descriptor for the pass (as Popen passes it on), else /dev/null's."""
-    with contextlib.suppress(OSError):
-        os.fstat(0)
-        return 0
-    return os.open(os.devnull, os.O_RDONLY)
-
-
-class ForkedPass:
-    """A forked worker seen as a `subprocess.Popen`: pid, stdout, stderr, wait, returncode.
-    It is the server's child, not ours: its end comes as a message from the server."""
-
-    def __init__(self, pid: int, lines: Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
-        self.pid, self.stdout, self.stderr, self._lines = pid, stdout, stderr, lines
-        self.returncode: int | None = None
-        self.max_rss: int | None = None  # its peak RSS in bytes, once it ended
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            try:
-                message = self._lines.read(timeout)
-            except TimeoutError:
-                raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout) from None
-            # no message: the server died, and took its worker along
-            self.returncode = message["returncode"] if message else -signal.SIGKILL
-            self.max_rss = message.get("max_rss") if message else None
-        return self.returncode
-
-    def poll(self) -> int | None:
-        return self.returncode
 
 
 def main(argv: list[str]) -> None:

@@ -16,7 +16,13 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from profile_all import backends, validate
-from profile_all.runner import child_processes, forkserver, outcome, pass_process
+from profile_all.runner import (
+    child_processes,
+    early_server,
+    outcome,
+    pass_process,
+    server_handle,
+)
 from profile_all.runner.inside.pass_run import PassRun
 from profile_all.runner.launch import Launch
 from profile_all.runner.outcome import Ran
@@ -65,10 +71,7 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
     passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
                          repeat=setup.repeat)
     # started first: they import torch while the target is checked and the folder made
-    server = forkserver.ForkServer(
-        [*setup.preimport, "profile_all.runner.inside.worker",
-         *{cls.__module__ for cls in setup.selection.runnable}],
-        pass_process.worker_env()) if setup.forked else None
+    server = _server(setup)
     early = _prestarted(setup, passes)
     # pandas and the report's modules (0.4 s), imported while the server imports
     from profile_all.runner import run_report
@@ -82,6 +85,18 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
             if started is not None:
                 started.close()
     return run_report.written(setup, ran, passes, stops, server is not None, run_dir)
+
+
+def _server(setup: Setup) -> server_handle.ForkServer | None:
+    """The run's fork server: the one the command started as it began where it fits the
+    run (early_server), else one started now; None for a run that forks no pass."""
+    if not setup.forked:
+        early_server.discard()
+        return None
+    modules = [*setup.preimport, "profile_all.runner.inside.worker",
+               *{cls.__module__ for cls in setup.selection.runnable}]
+    env = server_handle.worker_env()
+    return early_server.take(modules, env) or server_handle.ForkServer(modules, env)
 
 
 def _fresh(setup: Setup, run_pass: Pass) -> bool:
@@ -102,10 +117,10 @@ def _prestarted(setup: Setup, passes: list[Pass]) -> PrestartedWorker | None:
     first = next((run_pass for run_pass in passes if _fresh(setup, run_pass)), None)
     if first is None:
         return None
-    return PrestartedWorker(_preimport(setup, first), pass_process.worker_env())
+    return PrestartedWorker(_preimport(setup, first), server_handle.worker_env())
 
 
-def _check_target(setup: Setup, server: forkserver.ForkServer | None) -> None:
+def _check_target(setup: Setup, server: server_handle.ForkServer | None) -> None:
     """Refuse a bad model before any pass runs (a script was checked whole by
     `refuse_early`). It is built and run once: in a child forked from the server where
     there is one (this process then never imports torch, which would cost seconds beside
@@ -170,7 +185,7 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
-                stops: child_processes.StopRequests, server: forkserver.ForkServer | None,
+                stops: child_processes.StopRequests, server: server_handle.ForkServer | None,
                 early: PrestartedWorker | None) -> Ran:
     """Each pass in turn, in a worker or in this process, until one is interrupted: forked
     from `server`, or in a fresh interpreter (the first of them `early`, started already)."""
@@ -191,6 +206,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])
+        ended.results = pass_process.collected_after(pass_spec, ended.results)
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
                                        perf_counter() - started, setup.launch.distributed)
         summary.left_running = ended.left_running + [one for r in ended.results

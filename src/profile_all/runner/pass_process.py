@@ -10,7 +10,7 @@ further pass runs.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from profile_all import backends
-from profile_all.runner import child_processes, forkserver, spec
+from profile_all.runner import child_processes, server_handle, spec
+from profile_all.runner.inside.pass_run import said_by
 from profile_all.runner.launch import Launch
 from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.spec import PassResult, PassSpec
@@ -42,18 +43,14 @@ def wrappers(pass_spec: PassSpec) -> list[Any]:
     return [cls(pass_spec.options.get(cls.name)) for cls in classes if hasattr(cls, "wrap")]
 
 
-def worker_env() -> dict[str, str]:
-    return dict(os.environ, PYTHONUNBUFFERED="1")
-
-
 def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
-           server: forkserver.ForkServer | PrestartedWorker | None,
+           server: server_handle.ForkServer | PrestartedWorker | None,
            stops: child_processes.StopRequests) -> Any:
     """The pass's process: forked from the fork server, told to go where it was started
     early, else started now; `child_processes.Stopped` when a stop signal comes while the
     fork server is still importing (seconds on a loaded machine), which it then does not
     wait for."""
-    env = worker_env()
+    env = server_handle.worker_env()
     worker = ["-m", "profile_all.runner.inside.worker", str(spec_path)]
     argv = launch.argv(pass_spec.number, worker) if launch.distributed \
         else [sys.executable, *worker]
@@ -74,7 +71,7 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
         stops: child_processes.StopRequests,
-        server: forkserver.ForkServer | PrestartedWorker | None, echo: bool = True) -> Ended:
+        server: server_handle.ForkServer | PrestartedWorker | None, echo: bool = True) -> Ended:
     """Run one pass in a worker (a worker per rank under torchrun), forked from the fork
     `server`, or a fresh interpreter (`server` None, or one started early); its output to
     the pass logs, and to ours with `echo`. A rank that died without a result gets what its
@@ -106,7 +103,7 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
     left = child_processes.end_leftovers(pass_process)  # they may hold the pipes open
     for tee in tees:
         tee.join(timeout=5)
-    max_rss = pass_process.max_rss if isinstance(pass_process, forkserver.ForkedPass) else None
+    max_rss = pass_process.max_rss if isinstance(pass_process, server_handle.ForkedPass) else None
     results = _results(pass_spec, run_dir, launch, pass_process.returncode, max_rss)
     return Ended(how, _with_wrappers(pass_spec, results), left)
 
@@ -151,3 +148,34 @@ def _with_wrappers(pass_spec: PassSpec, results: list[PassResult]) -> list[PassR
     if not (rows or artifacts or failures):
         return results
     return [results[0].with_more(rows, artifacts, failures), *results[1:]]
+
+
+def collected_after(pass_spec: PassSpec, results: list[PassResult]) -> list[PassResult]:
+    """Each rank's result with what its backends left for `collect_after` (a trace read
+    here, where the readers are imported already), collected now that its process ended."""
+    return [_collected_after(pass_spec, result) if result.later else result
+            for result in results]
+
+
+def _collected_after(pass_spec: PassSpec, result: PassResult) -> PassResult:
+    ctx = pass_spec.for_rank(result.rank, result.world_size).context()
+    rows, samples, timeline, artifacts, failures = [], [], [], [], []
+    for left in result.later:
+        name = left["backend"]
+        backend = backends.load(name)(pass_spec.options.get(name))
+        try:
+            collected = backend.collect_after(ctx, left["later"])
+        except Exception as error:
+            failures.append({"backend": name, "phase": "collect",
+                             "error": f"{type(error).__name__}: {error}"})
+            continue
+        prefix = [name, result.number, result.rank]
+        rows += [[*prefix, *measured] for measured in collected.rows]
+        samples += [[*prefix, *kept] for kept in collected.samples]
+        timeline += [[*prefix, *entry] for entry in collected.timeline]
+        artifacts += [artifact.to_dict() for artifact in collected.artifacts]
+        failures += said_by(backend, collected)
+    return dataclasses.replace(
+        result, rows=result.rows + rows, samples=result.samples + samples,
+        timeline=result.timeline + timeline, artifacts=result.artifacts + artifacts,
+        backend_failures=result.backend_failures + failures, later=[])

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from profile_all import backends, validate
 from profile_all.errors import UsageError
 from profile_all.pass_record import PassRecord
-from profile_all.runner import forkserver
+from profile_all.runner import server_handle
 from profile_all.runner.launch import Launch
 from profile_all.runner.plan import Pass
 from profile_all.targets import ModelTarget, ScriptTarget
@@ -70,7 +70,7 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     return Setup(target, selection, options or {}, timeout, isolate, launch,
                  _preimports(selection, launch), repeat,
                  isolate and not fresh_processes and not launch.distributed
-                 and forkserver.fork_available(), peak_flops)
+                 and server_handle.fork_available(), peak_flops)
 
 
 def _check_isolation(target: ScriptTarget | ModelTarget, isolate: bool, launch: Launch,

@@ -99,6 +99,8 @@ class PassResult:
     recovered: bool = False
     #: the device a model ran on in this pass ("meta" under --count-on meta); "" for a script
     ran_on: str = ""
+    #: what backends left for `collect_after`: {"backend": name, "later": Collected.later}
+    later: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> bytes:
         return orjson.dumps(dataclasses.asdict(self), option=orjson.OPT_SERIALIZE_NUMPY)

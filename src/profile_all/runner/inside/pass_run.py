@@ -192,6 +192,7 @@ class PassRun:
         samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
         timeline: list[list[Any]] = []
         artifacts: list[dict[str, str]] = []
+        later: list[dict[str, Any]] = []
         for backend in self.started:
             try:
                 collected = backend.collect(self.ctx)
@@ -202,14 +203,17 @@ class PassRun:
             samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
             timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
             artifacts += [artifact.to_dict() for artifact in collected.artifacts]
-            self._said_by(backend, collected)
+            if collected.later is None:
+                self.failures += said_by(backend, collected)
+            else:  # said once the rest is collected
+                later.append({"backend": backend.name, "later": collected.later})
         self._result = PassResult(
             self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
             samples, artifacts, self.failures, world_size=self.ctx.world_size,
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
             ran_on=getattr(self.target, "ran_on", ""),
             children={"cpu_time": self._children_during}, timeline=timeline,
-            compilation=compilation, target_profilers=self.profilers.facts(),
+            compilation=compilation, target_profilers=self.profilers.facts(), later=later,
             **self.clock.facts(self.ctx.compiling))
         return self._result
 
@@ -232,20 +236,6 @@ class PassRun:
                 self._guard(backend.name, "stop", error)
         self.profilers.stop()
 
-    def _said_by(self, backend: Any, collected: Any) -> None:
-        """A backend's notes (once each) and losses, and a tracer that recorded nothing
-        beyond the run's totals, as the pass's failures."""
-        self.failures += [{"backend": backend.name, "phase": "note", "error": note}
-                          for note in dict.fromkeys(backend.notes)]
-        self.failures += [{"backend": backend.name, "phase": "lost", "error": loss}
-                          for loss in backend.losses]
-        if backend.kind == "tracer" and not backend.losses and all(
-                r[0] == "run" for r in collected.rows):
-            self.failures.append({
-                "backend": backend.name, "phase": "collect",
-                "error": "recorded nothing beyond the run's totals (no function, "
-                         "operator, kernel or region): does the target run any of it?"})
-
     def run_target(self) -> Outcome:
         return run_target(self.target, own_process=self.own_process,
                           mode=self.spec.mode, measured=self.target_rows)
@@ -253,3 +243,18 @@ class PassRun:
     def run(self) -> PassResult:
         self.start()
         return self.finish(self.run_target())
+
+
+def said_by(backend: Any, collected: Any) -> list[dict[str, str]]:
+    """A backend's notes (once each) and losses, and a tracer that recorded nothing beyond
+    the run's totals, as the pass's failures."""
+    said = [{"backend": backend.name, "phase": "note", "error": note}
+            for note in dict.fromkeys(backend.notes)]
+    said += [{"backend": backend.name, "phase": "lost", "error": loss}
+             for loss in backend.losses]
+    if backend.kind == "tracer" and not backend.losses and all(
+            r[0] == "run" for r in collected.rows):
+        said.append({"backend": backend.name, "phase": "collect",
+                     "error": "recorded nothing beyond the run's totals (no function, "
+                              "operator, kernel or region): does the target run any of it?"})
+    return said

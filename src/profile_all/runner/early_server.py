@@ -1,0 +1,58 @@
+"""The fork server of a `profile-all run` or `model` command, started as the command starts.
+
+A run's passes wait for the fork server's `import torch` (1 s and more on a small
+machine, torch._dynamo another second). The server starts once the command line is read,
+the backends are chosen and the target is checked, 0.25 s into the command (the CLI's
+own imports, Typer's and Rich's, are most of it). So the command's entry point starts one
+first, with `import torch` alone, as a guess that the run will want it; the run takes it
+(`take`), tells it the rest of its modules and waits for it as for any other. Where the
+guess was wrong (the run forks nothing, or its passes import something else first, or
+their environment differs, or the command is refused), the server is ended unused: it had
+run nothing but its imports.
+"""
+
+from __future__ import annotations
+
+from profile_all.runner.server_handle import ForkServer, fork_available, worker_env
+
+#: what every pass imports first wherever a pass imports torch: the guess's modules
+FIRST = ["torch"]
+#: the commands whose runs fork their passes from a server
+COMMANDS = ("run", "model")
+#: options after which no pass is forked from a server
+UNFORKED = ("--fresh-processes", "--nproc-per-node", "--nnodes", "--help")
+
+_early: ForkServer | None = None
+
+
+def start_for(argv: list[str]) -> None:
+    """Start the server now when `argv` (the command's, without the program) is a run that
+    will likely fork its passes from one."""
+    global _early
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    if not own or own[0] not in COMMANDS or not fork_available() or any(
+            option.split("=")[0] in UNFORKED for option in own):
+        return
+    _early = ForkServer(FIRST, worker_env(), more_later=True)
+
+
+def take(modules: list[str], env: dict[str, str]) -> ForkServer | None:
+    """The server started early, told to import the rest of `modules`, where it began as a
+    server of `modules` in `env` would have; else None (and it is ended)."""
+    global _early
+    early, _early = _early, None
+    if early is None:
+        return None
+    if modules[:len(FIRST)] != FIRST or early.env != env:
+        early.close()
+        return None
+    early.import_more(modules[len(FIRST):])
+    return early
+
+
+def discard() -> None:
+    """End a server started early that no run took (the command ended before it ran)."""
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.close()

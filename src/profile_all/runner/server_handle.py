@@ -1,0 +1,149 @@
+"""The fork server (forkserver.py) from profile-all's side: started, told the rest of what to
+import where it began before that was known, asked to fork a pass or to check a target,
+closed; and a pass it forked, seen as a `subprocess.Popen`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from profile_all.errors import UsageError
+from profile_all.runner import server_start
+from profile_all.runner.forkserver import MORE_LATER
+from profile_all.runner.server_messages import Lines, send
+
+
+def fork_available() -> bool:
+    return hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"
+
+
+
+def worker_env() -> dict[str, str]:
+    """The environment every pass's process starts in (and the server, which forks them)."""
+    return dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+class ForkServer:
+    """The server process, from profile-all's side: started once a run, closed after.
+    `more_later`: it imports `modules`, then waits for the rest (`import_more`)."""
+
+    def __init__(self, modules: list[str], env: dict[str, str], more_later: bool = False
+                 ) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.channel, self.lines = ours, Lines(ours)
+        self.env = env
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "profile_all.runner.forkserver", str(theirs.fileno()),
+             *([MORE_LATER] if more_later else []), *modules],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+            env=env)
+        theirs.close()
+        self._ready = False
+
+    def import_more(self, modules: list[str]) -> None:
+        """The rest of what a server started with `more_later` imports before it is ready."""
+        send(self.channel, {"import": modules})
+
+    def wait_ready(self) -> None:
+        if not self._ready:
+            server_start.wait_ready(self.lines.read, self.process)
+            self._ready = True
+
+    def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
+        """Check a target in a forked child (`ModelTarget.validate`: build the model, run it
+        once), so that profile-all itself never imports torch; its output is ours. Raises
+        the UsageError the check raised there."""
+        self.wait_ready()
+        launch, result = scratch / "check.launch.json", scratch / "check.result.json"
+        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        stdin = _stdin()
+        try:
+            send(self.channel, {"check": target_spec, "launch": str(launch),
+                                 "result": str(result)}, [stdin, 1, 2])
+        finally:
+            if stdin != 0:
+                os.close(stdin)
+        message = self.lines.read()
+        if message is None or "pid" not in message:
+            raise OSError("the fork server stopped before checking the target")
+        code = ForkedPass(message["pid"], self.lines, None, None).wait()
+        try:
+            said = json.loads(result.read_text())
+        except (OSError, ValueError):
+            ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+            said = {"error": f"its process ended ({ended}) before it said anything"}
+        if "usage" in said:
+            raise UsageError(said["usage"])
+        if "error" in said:  # the user's code failed: bad input too, said in one line
+            raise UsageError(f"checking the target failed: {said['error']}")
+
+    def start(self, spec_path: Path, env: dict[str, str]) -> ForkedPass:
+        """A pass's worker, forked: its stdout and stderr come back through pipes, its
+        stdin is ours."""
+        self.wait_ready()
+        launch = spec_path.with_suffix(".launch.json")
+        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = _stdin()
+        try:
+            send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
+                  [stdin, out_write, err_write])
+        finally:
+            for fd in (out_write, err_write):
+                os.close(fd)
+            if stdin != 0:
+                os.close(stdin)
+        message = self.lines.read()
+        if message is None or "pid" not in message:
+            raise OSError("the fork server stopped before forking a pass")
+        return ForkedPass(message["pid"], self.lines, os.fdopen(out_read, "rb"),
+                          os.fdopen(err_read, "rb"))
+
+    def close(self) -> None:
+        """End the server. Every pass it forked has ended by now, and it holds nothing that
+        needs a clean exit: killed, not waited for through an interpreter's teardown with
+        torch loaded (a second a run)."""
+        with contextlib.suppress(OSError):
+            self.channel.close()
+        self.process.kill()
+        self.process.wait()
+
+
+def _stdin() -> int:
+    """Our stdin's descriptor for the pass (as Popen passes it on), else /dev/null's."""
+    with contextlib.suppress(OSError):
+        os.fstat(0)
+        return 0
+    return os.open(os.devnull, os.O_RDONLY)
+
+
+class ForkedPass:
+    """A forked worker seen as a `subprocess.Popen`: pid, stdout, stderr, wait, returncode.
+    It is the server's child, not ours: its end comes as a message from the server."""
+
+    def __init__(self, pid: int, lines: Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
+        self.pid, self.stdout, self.stderr, self._lines = pid, stdout, stderr, lines
+        self.returncode: int | None = None
+        self.max_rss: int | None = None  # its peak RSS in bytes, once it ended
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                message = self._lines.read(timeout)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout) from None
+            # no message: the server died, and took its worker along
+            self.returncode = message["returncode"] if message else -signal.SIGKILL
+            self.max_rss = message.get("max_rss") if message else None
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
