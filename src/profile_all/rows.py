@@ -86,6 +86,14 @@ UNIT_OF_METRIC = {
     "graph_breaks": "count",
     # steps left out of per-step statistics (the first; those that compiled)
     "excluded_calls": "count",
+    # a sampling profiler's (Facts.sampled): stacks seen, those where a function was the
+    # innermost frame, the time between two samples, and a thread's or process's time
+    # on the CPU (its samples) and off it (idle: its wall time less its samples)
+    "samples": "count",
+    "self_samples": "count",
+    "sample_interval": "s",
+    "active_time": "s",
+    "idle_time": "s",
 }
 
 
@@ -127,6 +135,10 @@ class Facts:
     unplaced_at_root: bool = False
     #: the metric its `region` rows time regions with ("gpu_time", "wall_time"): FLOP/s
     region_timer: str = ""
+    #: its function, call and line rows are estimates from stacks sampled at a rate
+    #: (`samples` rows give the counts, `sample_interval` the rate), not measured call by
+    #: call: they carry a sampling error, and the profiler does not slow what it samples
+    sampled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in dataclasses.asdict(self).items() if value}

@@ -26,12 +26,13 @@ BUILTIN = {
     "thop": "profile_all.backends.thop_counter:Thop",
     "flops-profiler": "profile_all.backends.flops_profiler:FlopsProfiler",
     "memory": "profile_all.backends.memory.backend:Memory",
+    "py-spy": "profile_all.backends.py_spy:PySpy",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and
 #: the report says why)
-DEFAULT = ("wallclock", "cuda-events", "cprofile", "torch-profiler", "nsys", "flop-counter",
-           "memory")
+DEFAULT = ("wallclock", "cuda-events", "cprofile", "py-spy", "torch-profiler", "nsys",
+           "flop-counter", "memory")
 
 #: what `profile-all model` runs when the user names no backend: besides the benchmark
 #: itself (the timing pass), every FLOP counter

@@ -52,7 +52,7 @@ _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
 _MARK_FILES, _MARK_FUNCTION = ("runner/inside/pass_run.py", "runner/passrun.py"), "run_target"
 _OWN_BUILTIN = re.compile(r"(?<![\w.])profile_all\.")
 #: the standard library's and installed packages' files, as a profile names them
-_LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
+LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
                       r"|[/\\]lib[/\\]python\d[\d.]*[/\\]", re.IGNORECASE)
 #: scaled-down children keep this much below their parent, against the sum's rounding
 _MARGIN = 1 - 1e-12
@@ -79,7 +79,7 @@ class OwnFrames:
     def works_for(self, function: Any) -> bool:
         """Whether `function`, called by profile-all's frames, did their work: a built-in
         or a library's (the user's own functions, as one decorated with `@pa.region`, no)."""
-        return function[0] == BUILTIN or _LIBRARY.search(function[0]) is not None
+        return function[0] == BUILTIN or LIBRARY.search(function[0]) is not None
 
 
 def own_frames(entries: dict[Any, tuple]) -> OwnFrames | None:

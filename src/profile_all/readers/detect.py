@@ -14,6 +14,8 @@ from typing import Any
 from profile_all.readers import IngestError, nsys_csv, nsys_csv_table, nsys_rep, nsys_sqlite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: how a speedscope file names its format, near its start
+SPEEDSCOPE_SCHEMA = b"speedscope.app/file-format-schema.json"
 #: how much of a file its kind is told from
 HEAD_BYTES = 65536
 #: marshal type codes that may follow a dict's `{` in a pstats file: a (small) tuple key,
@@ -21,6 +23,7 @@ HEAD_BYTES = 65536
 _MARSHAL_AFTER_DICT = b"()\xa8\xa90"
 KINDS_READ = (
     "torch.profiler/Kineto chrome traces (.json, .json.gz, or a directory of them), "
+    "speedscope files of sampled stacks (py-spy --format speedscope), "
     "pstats files (cProfile .prof), Nsight Systems sqlite exports and .nsys-rep reports, "
     f"nsys stats CSV reports ({', '.join(nsys_csv_table.REPORTS)}; .csv, .csv.gz, .csv.xz), "
     "and mprof .dat files")
@@ -61,7 +64,8 @@ def _kind(head: bytes) -> str | None:
         return "nsys-rep"
     text = nsys_csv_table.decompressed_head(head)
     if _looks_like_json(text) and not head.startswith(nsys_csv_table.XZ_MAGIC):
-        return "chrome-trace"  # plain or gzip: what the chrome-trace reader reads
+        # plain or gzip: what the chrome-trace and speedscope readers read
+        return "speedscope" if SPEEDSCOPE_SCHEMA in text else "chrome-trace"
     if nsys_csv_table.report_in(text.decode("utf-8", errors="replace")):
         return "nsys-csv"
     if head.startswith((b"CMDLINE ", b"MEM ")):
@@ -123,6 +127,19 @@ def _chrome_trace(path: Path) -> IngestedFile:
                         {"devices": devices, "distributed": distributed}, doubts=doubts)
 
 
+def _speedscope(path: Path) -> IngestedFile:
+    """A sampled profile (py-spy's speedscope file): what its stacks say of each function,
+    call path, line and thread (readers/sampled_rows.py)."""
+    from profile_all.readers.sampled_rows import sampled_rows
+    from profile_all.readers.speedscope import read_speedscope
+
+    profile = read_speedscope(path)
+    if not any(thread.counts for thread in profile.threads):
+        raise IngestError(f"{path}: a speedscope file with no sample in it: nothing to report")
+    return IngestedFile(path, "py-spy", 0, sampled_rows(profile),
+                        {"exporter": profile.exporter})
+
+
 def _pstats(path: Path) -> IngestedFile:
     from profile_all.readers.pstats_checks import check
     from profile_all.readers.pstats_reader import load_stats, read_pstats
@@ -149,4 +166,5 @@ def _mprofile(path: Path) -> IngestedFile:
 
 
 READERS = {"nsys-sqlite": _nsys_sqlite, "nsys-rep": _nsys_rep, "nsys-csv": _nsys_csv,
-           "chrome-trace": _chrome_trace, "pstats": _pstats, "mprof": _mprofile}
+           "chrome-trace": _chrome_trace, "speedscope": _speedscope, "pstats": _pstats,
+           "mprof": _mprofile}

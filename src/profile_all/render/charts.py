@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from profile_all.pass_record import PassRecord
-from profile_all.render.call_icicle import call_icicle
+from profile_all.render.call_icicle import call_icicles
 from profile_all.rows import DERIVED, region_paths
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
              ("Overhead of each pass", overheads(report)),
              ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
              ("Regions over time", region_timeline(report)),
-             ("Top functions", top_functions(report)), ("Call tree", call_icicle(report)),
+             ("Top functions", top_functions(report)), *call_icicles(report),
              ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
     return [(title, figure) for title, figure in drawn if figure is not None]

@@ -24,6 +24,16 @@ OVERHEAD_NOTE = ("Overhead is each pass's time over the clean timing pass's: the
                  "that holds 1 is noise, and one below 1 is noise too, never a speed-up.")
 
 
+SAMPLED_NOTE = ("Estimated from stacks sampled at a rate, outside the process: ± is the 95% "
+                "error of the self time (1.96 x the root of its samples); share is of the "
+                "process's samples, cumulative. The target runs its own code while it is "
+                "sampled, so no function looks heavier for being called often.")
+SIDE_BY_SIDE_NOTE = ("Each function's cumulative time as a share of the run, measured call "
+                     "by call (the tracer, which slows every call it sees) and sampled; the "
+                     "largest differences first: where the tracer's share is the higher, its "
+                     "own cost inflated the function. The passes' overheads are in Passes.")
+
+
 @dataclass(frozen=True)
 class Section:
     anchor: str
@@ -39,12 +49,17 @@ class Section:
     #: the scopes of the rows it shows: its title names the backends those rows came from
     #: (`Functions by self time (cprofile)`), whichever made them, a plug-in's too
     scopes: tuple[str, ...] = ()
+    #: only the rows of sampling backends (True), or of the others (False), name it
+    sampled: bool | None = None
 
     def titled(self, report: Report) -> Section:
         """This section, its title naming the backends of its rows."""
         if not self.scopes:
             return self
         rows = report.frame[report.frame["scope"].isin(self.scopes)]
+        if self.sampled is not None:
+            samplers = [name for name, said in report.facts.items() if said.sampled]
+            rows = rows[rows["backend"].isin(samplers) == self.sampled]
         sources = ", ".join(dict.fromkeys(rows["backend"]))
         return dataclasses.replace(self, title=f"{self.title} ({sources})") if sources else self
 
@@ -67,7 +82,14 @@ SECTIONS = (
             note="The straggler: each rank's total time, its spread ((max - min) / median) "
                  "and the slowest rank."),
     Section("functions", "Functions by self time", tables.functions_table, long=True,
-            scopes=("function",)),
+            scopes=("function",), sampled=False),
+    Section("sampled", "Functions sampled, by self time", tables.sampled_functions_table,
+            long=True, scopes=("function",), sampled=True, note=SAMPLED_NOTE),
+    Section("traced-vs-sampled", "Traced and sampled, side by side",
+            tables.traced_vs_sampled_table, long=True, note=SIDE_BY_SIDE_NOTE),
+    Section("threads", "Threads sampled", tables.threads_table, scopes=("thread",),
+            note="A thread's time on the CPU is its samples'; its idle time (the target's "
+                 "thread) is its wall time less that."),
     Section("operators", "Operators", tables.operators_table, long=True, scopes=("operator",)),
     Section("kernels", "Kernels by device time", tables.kernels_table, long=True,
             scopes=("kernel",)),
@@ -75,7 +97,7 @@ SECTIONS = (
             scopes=("memcpy", "memset")),
     Section("api", "CUDA API calls by host time", tables.api_table, long=True,
             scopes=("api",)),
-    Section("lines", "Line-by-line memory", tables.lines_table, long=True, scopes=("line",)),
+    Section("lines", "Line by line", tables.lines_table, long=True, scopes=("line",)),
     Section("native", "Native files", tables.native_files_table, in_terminal=False),
     Section("skipped", "Skipped backends", tables.skipped_table, in_terminal=False),
     Section("environment", "Environment", tables.environment_table, in_terminal=False),

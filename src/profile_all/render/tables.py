@@ -133,6 +133,45 @@ def functions_table(report: Report) -> pd.DataFrame:
     return shown
 
 
+def sampled_functions_table(report: Report) -> pd.DataFrame:
+    view = report.sampled_functions()
+    cwd = report.meta.cwd
+    shown = pd.DataFrame({"function": view["name"].map(lambda name: fmt.code_path(name, cwd))})
+    if (view["process"] != "").any():
+        shown["process"] = view["process"].replace("", "target")
+    shown["self"] = view["self_time"].map(fmt.seconds)
+    shown["±"] = view["self_error"].map(fmt.seconds)
+    shown["cumulative"] = view["cumulative_time"].map(fmt.seconds)
+    shown["share"] = [fmt.share(value) + (f" ±{error * 100:.1f}" if error == error else "")
+                      for value, error in zip(view["share"], view["share_error"], strict=True)]
+    shown["samples"] = view["samples"].map(fmt.count)
+    return shown
+
+
+def traced_vs_sampled_table(report: Report) -> pd.DataFrame:
+    view = report.traced_vs_sampled()
+    if view.empty:
+        return pd.DataFrame()
+    cwd = report.meta.cwd
+    traced, sampled = view["traced_by"].iloc[0], view["sampled_by"].iloc[0]
+    return pd.DataFrame({
+        "function": view["name"].map(lambda name: fmt.code_path(name, cwd)),
+        f"{traced} share": view["traced_share"].map(fmt.share),
+        f"{sampled} share": [f"{fmt.share(value)} ±{error * 100:.1f}" for value, error in zip(
+            view["sampled_share"], view["sampled_share_error"], strict=True)],
+        "difference": view["difference"].map(lambda value: f"{value * 100:+.1f} pts"),
+        f"{traced} cumulative": view["traced_time"].map(fmt.seconds),
+        f"{sampled} cumulative": view["sampled_time"].map(fmt.seconds)})
+
+
+def threads_table(report: Report) -> pd.DataFrame:
+    view = report.threads()
+    return pd.DataFrame({"thread": view["thread"], "samples": view["samples"].map(fmt.count),
+                         "on the CPU": view["active_time"].map(fmt.seconds),
+                         "idle": view["idle_time"].map(fmt.seconds)}) \
+        if not view.empty else pd.DataFrame()
+
+
 def operators_table(report: Report) -> pd.DataFrame:
     return _shown(report.operators(), "operator", [
         ("calls", "calls", fmt.count), ("cpu_time", "CPU total", fmt.seconds),
@@ -160,10 +199,14 @@ def lines_table(report: Report) -> pd.DataFrame:
     lines = report.lines()
     if lines.empty:
         return pd.DataFrame()
-    return pd.DataFrame({"function": lines["function"], "line": lines["line"],
-                         "calls": lines["calls"].map(fmt.count),
-                         "increment": lines["rss_increment"].map(fmt.size),
-                         "RSS": lines["rss"].map(fmt.size)})
+    shown = pd.DataFrame({"function": lines["function"], "line": lines["line"]})
+    for metric, label, formatter in (
+            ("calls", "calls", fmt.count), ("rss_increment", "increment", fmt.size),
+            ("rss", "RSS", fmt.size), ("self_time", "self (sampled)", fmt.seconds),
+            ("cumulative_time", "cumulative (sampled)", fmt.seconds)):
+        if metric in lines.columns:
+            shown[label] = lines[metric].map(formatter)
+    return shown
 
 
 def open_commands(report: Report) -> list[tuple[str, str, str]]:

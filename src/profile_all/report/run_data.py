@@ -3,6 +3,7 @@ run's record, run_record.RunRecord), the per-call `samples` and the `timeline`.
 
 Every other table is a view of `frame`, computed when asked: `summary()`, `functions()`,
 `operators()`, `kernels()`, `memory()`, `lines()`, `passes()`, `compilation()`, `ranks()`,
+`sampled_functions()`, `traced_vs_sampled()`, `threads()`,
 and for models `latency()`, `batches()`, `counters()`, `modules()`. The analyses over these
 views (findings, compare) are the Report's (report.py), which is this and them.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report import compilation
+from profile_all.report import compilation, sampling
 from profile_all.rows import (
     BENCHMARK,
     DERIVED,
@@ -27,6 +28,8 @@ from profile_all.run_record import RunRecord
 
 _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
+_LINE_COLUMNS = ["function", "line", "calls", "rss_increment", "rss", "self_time",
+                 "cumulative_time", "samples"]
 _OPERATOR_METRICS = ["calls", "cpu_time", "self_time", "gpu_time", "self_gpu_time", "flops"]
 
 
@@ -112,7 +115,8 @@ class RunData:
         return table.head(top) if top else table
 
     def _whole_table(self, scope: str, metrics: list[str], sort_by: str) -> pd.DataFrame:
-        rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")]
+        rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")
+                          & ~self.frame["backend"].isin(sampling.sampled_backends(self.facts))]
         rows = compilation.without_machinery(rows)  # compile time, not operators
         if rows.empty:
             return pd.DataFrame(columns=["name", *metrics])
@@ -128,8 +132,26 @@ class RunData:
         return table
 
     def functions(self, top: int | None = None) -> pd.DataFrame:
-        """A row per Python function (cProfile), most self time first."""
+        """A row per Python function as a tracer measured it (cProfile), most self time
+        first; a sampler's are `sampled_functions`."""
         return self._table("function", _FUNCTION_METRICS, "self_time", top)
+
+    def sampled_functions(self, top: int | None = None) -> pd.DataFrame:
+        """A row per function and process a sampling profiler (py-spy) saw: samples, time
+        estimated from them with its 95% error, share (report.sampling)."""
+        table = self._once("sampled", lambda: sampling.sampled_functions(self.frame,
+                                                                          self.facts))
+        return table.head(top) if top else table
+
+    def traced_vs_sampled(self) -> pd.DataFrame:
+        """Each function's share of the run as traced (cProfile) and as sampled (py-spy),
+        side by side, the largest difference first (report.sampling)."""
+        return self._once("traced_vs_sampled",
+                          lambda: sampling.traced_vs_sampled(self.frame, self.facts))
+
+    def threads(self) -> pd.DataFrame:
+        """A row per thread a sampling profiler saw: samples, time on and off the CPU."""
+        return sampling.threads(self.frame, self.facts)
 
     def operators(self, top: int | None = None) -> pd.DataFrame:
         """A row per operator (torch.profiler): host times, device times (s), FLOPs."""
@@ -236,14 +258,21 @@ class RunData:
         return table
 
     def lines(self) -> pd.DataFrame:
-        """Line-by-line memory (memory --memory-lines): a row per line of each function."""
+        """Line by line, a row per line of each function, in the order of the source:
+        memory (memory --memory-lines: calls, increment, RSS) and time sampled (py-spy's
+        hottest functions and --py-spy-lines: self and cumulative time, samples)."""
         rows = self.frame[self.frame["scope"] == "line"]
         if rows.empty:
-            return pd.DataFrame(columns=["function", "line", "rss_increment", "rss", "calls"])
+            return pd.DataFrame(columns=_LINE_COLUMNS)
         table = rows.pivot_table(index=["parent", "name"], columns="metric", values="value",
                                  aggfunc="max", sort=False).reset_index()
         table.columns.name = None
-        return table.rename(columns={"parent": "function", "name": "line"})
+        table = table.rename(columns={"parent": "function", "name": "line"})
+        number = pd.to_numeric(table["line"].str.extract(r":(\d+)", expand=False),
+                               errors="coerce")
+        order = table.assign(_n=number).sort_values(["function", "_n"], kind="stable").index
+        return table.loc[order].reindex(columns=[c for c in _LINE_COLUMNS
+                                                 if c in table.columns]).reset_index(drop=True)
 
     def passes(self) -> pd.DataFrame:
         """A row per pass: its backends, how it ended (`partial`: the target ended well but

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report.findings import compiling, device, memory, timing, trust
+from profile_all.report.findings import compiling, device, distortion, memory, timing, trust
 from profile_all.report.findings.finding import COLUMNS, Finding
 
 if TYPE_CHECKING:
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
          timing.input_bound, timing.where_time_goes, timing.warm_up,
          memory.growth, memory.near_capacity, memory.allocator, device.idle, device.syncs,
-         device.communication, device.efficiency, trust.doubts, trust.straggler)
+         device.communication, device.efficiency, distortion.tracing_distortion,
+         trust.doubts, trust.straggler)
 
 
 def findings(report: RunData) -> pd.DataFrame:

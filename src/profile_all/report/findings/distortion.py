@@ -1,0 +1,54 @@
+"""What tracing did to the numbers it traced: the functions whose share of the run differs
+most between a tracer (every call timed, every call slowed) and a sampler (stacks read
+from outside), beyond the sampling error, with the overhead of each one's pass."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profile_all import units as fmt
+from profile_all.report.findings.finding import Finding
+
+if TYPE_CHECKING:
+    from profile_all.report.run_data import RunData
+
+#: a share this many points apart (beyond the sampling error) is a distortion worth naming
+POINTS = 0.05
+NAMED = 3
+
+
+def tracing_distortion(report: RunData) -> list[Finding]:
+    side_by_side = report.traced_vs_sampled()
+    if side_by_side.empty:
+        return []
+    apart = side_by_side[(side_by_side["difference"].abs() >= POINTS) & (
+        side_by_side["difference"].abs() > side_by_side["sampled_share_error"])]
+    if apart.empty:
+        return []
+    traced, sampled = apart["traced_by"].iloc[0], apart["sampled_by"].iloc[0]
+    cwd = report.meta.cwd
+    named = "; ".join(
+        f"{fmt.code_path(one.name, cwd)}: {fmt.share(one.traced_share)} of the run traced, "
+        f"{fmt.share(one.sampled_share)} ±{one.sampled_share_error * 100:.1f} sampled"
+        for one in apart.head(NAMED).itertuples())
+    more = len(apart) - NAMED
+    functions = fmt.counted(len(apart), "function")
+    return [Finding(
+        "distortion",
+        f"{traced} and {sampled} disagree on where the time goes ({functions} beyond the "
+        f"sampling error): {named}"
+        + (f"; {fmt.counted(more, 'more')} in the side-by-side table" if more > 0 else ""),
+        weight=0.3, share=float(apart["difference"].abs().iloc[0]),
+        evidence=f"{traced}'s and {sampled}'s cumulative times; their passes' overheads: "
+                 f"{_overhead(report, traced)} and {_overhead(report, sampled)}",
+        suggestion=f"{traced} slows every call it times, so what calls most looks heavier: "
+                   f"trust {sampled}'s shares for time, {traced}'s for call counts")]
+
+
+def _overhead(report: RunData, backend: str) -> str:
+    for summary in report.meta.passes:
+        if backend in summary.backends:
+            said = fmt.overhead(summary.overhead, summary.overhead_low, summary.overhead_high,
+                                summary.overhead_verdict)
+            return f"{backend} {said or 'not measured'}"
+    return f"{backend} not measured"
