@@ -8,6 +8,7 @@ import contextlib
 import uuid
 
 import psutil
+
 from conftest import profile_all
 
 PARENT_COMMAND = """

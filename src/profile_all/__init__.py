@@ -21,8 +21,8 @@ from profile_all.regions import region, step
 from profile_all.render.notebook import show_reports_as_html
 from profile_all.runner.launch import Launch
 
-__all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "compare", "ingest", "load",
-           "merge", "profile_model", "region", "run", "step"]
+__all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "attach", "compare", "ingest",
+           "listen", "load", "merge", "profile_model", "region", "run", "step"]
 
 
 show_reports_as_html()  # in a notebook's kernel; nothing elsewhere
@@ -210,3 +210,41 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
                             isolate=not live, peak_flops=peak_flops, repeat=repeat,
                             observer=_observer(observer),
                             command=validate.strings("command", command or [], paths_too=True))
+
+
+def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
+           rate: int = 50, native: bool = False, idle: bool = False,
+           torch_steps: int | None = 5, command: Sequence[str] | None = None,
+           progress: Any = None) -> Any:
+    """Profile a Python process that is already running, without restarting it
+    (`profile-all attach PID`): py-spy samples its stacks `rate` times a second for
+    `duration` seconds (or until it ends, or profile-all is stopped), with native frames
+    (`native`) and waiting threads (`idle`) on request; its memory, CPU time, threads and
+    children come from the OS; where it listens (it called `pa.step()` or `pa.listen()`),
+    it is asked for a torch.profiler window of `torch_steps` steps (None: not asked).
+    Writes and returns a Report; what was sampled is kept whatever ends it. `progress`:
+    called with a line once sampling has begun (the CLI prints it)."""
+    from profile_all.runner import attach as attaching
+    from profile_all.runner import attach_report
+    from profile_all.runs.folder import RunDirectory
+
+    duration = validate.positive("duration", duration)
+    validate.whole("rate", rate, 1, 1000)
+    if torch_steps is not None:
+        validate.whole("torch_steps", torch_steps, 1)
+    out = validate.path("out", out, optional=True)
+    process = attaching.check_target(pid)
+    attached = attaching.gather(
+        process, RunDirectory.create(out, f"attach-{pid}"), duration=duration, rate=rate,
+        native=validate.flag("native", native), idle=validate.flag("idle", idle),
+        torch_steps=torch_steps, progress=progress)
+    return attach_report.written(attached, rate, idle, validate.strings(
+        "command", command or [], paths_too=True))
+
+
+def listen() -> bool:
+    """Take `profile-all attach`'s requests for a torch.profiler window (the first
+    `pa.step()` does this too): False where this process cannot (on_demand.listen)."""
+    from profile_all import on_demand
+
+    return on_demand.listen()

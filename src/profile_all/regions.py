@@ -34,9 +34,23 @@ class RegionListener(Protocol):
     def step(self) -> None: ...
 
 
+class _ListenOnFirstStep:
+    """Outside a pass, a script's first `step()` makes it listen for the torch.profiler
+    windows `profile-all attach` may ask of it (on_demand.py); a pass's listeners replace
+    this before its target runs."""
+
+    def step(self) -> None:
+        global _steppers
+        _steppers = ()
+        from profile_all import on_demand
+
+        on_demand.listen(marks_steps=True)
+
+
 _listeners: tuple[RegionListener, ...] = ()
 _single: RegionListener | None = None  # the listener, when there is exactly one (the usual case)
-_steppers: tuple[Any, ...] = ()  # every listener, and those that hear only steps
+_steppers: tuple[Any, ...] = (_ListenOnFirstStep(),)  # every listener, and those that hear
+# only steps
 _threads = threading.local()
 _stacks: list[list[Any]] = []  # every thread's stack of open regions, for close_open()
 

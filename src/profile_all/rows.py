@@ -94,6 +94,8 @@ UNIT_OF_METRIC = {
     "sample_interval": "s",
     "active_time": "s",
     "idle_time": "s",
+    # a process's threads, as the OS counts them (profile-all attach)
+    "threads": "count",
 }
 
 

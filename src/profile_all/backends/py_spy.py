@@ -26,12 +26,10 @@ from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.backends.flame_svg import flame_svg
 from profile_all.backends.py_spy_recorder import Recorder, why_not
-from profile_all.rows import Facts, row
+from profile_all.rows import Facts
 
 DEFAULT_RATE = 50
 MAX_RATE = 1000
-#: the thread that runs the target, as py-spy names it
-MAIN_THREAD = "MainThread"
 
 
 class PySpy(Backend):
@@ -86,12 +84,13 @@ class PySpy(Backend):
         self._recorder.stop()
 
     def collect(self, ctx: PassContext) -> Collected:
-        from profile_all.readers.sampled_rows import sampled_rows
+        from profile_all.readers.sampled_rows import idle_row, sampled_rows
         from profile_all.readers.speedscope import read_speedscope
 
         rows = sampled_rows(read_speedscope(self._recorder.output), 1 / self._rate,
-                            self.options.get("lines", []))
-        rows += self._idle(rows)
+                            self.options.get("lines", []), root_pid=os.getpid())
+        if not self.options.get("idle"):  # waiting threads were not sampled
+            rows.append(idle_row(rows, self._wall))
         unread = self._recorder.unread()
         if unread and unread[0]:
             self.notes.append(f"py-spy could not read {unread[0]} of {sum(unread)} samples "
@@ -108,12 +107,3 @@ class PySpy(Backend):
                      f"{speedscope.name}"),
             Artifact(self.name, f"{folder}/{svg.name}", "a browser (flame graph)",
                      f"open {{run_dir}}/{folder}/{svg.name}")])
-
-    def _idle(self, rows: list[list[Any]]) -> list[list[Any]]:
-        """The target's thread's time off the CPU: its wall time less its samples' (where
-        waiting threads were not sampled)."""
-        if self.options.get("idle"):
-            return []
-        active = sum(r[5] for r in rows if r[:2] == ["thread", MAIN_THREAD]
-                     and r[3] == "active_time")
-        return [row("thread", MAIN_THREAD, "idle_time", max(self._wall - active, 0.0))]

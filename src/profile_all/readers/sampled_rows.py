@@ -117,17 +117,21 @@ class _Tally:
 
 
 def sampled_rows(profile: SampledProfile, interval: float | None = None,
-                 named_lines: Iterable[str] = ()) -> list[list[Any]]:
+                 named_lines: Iterable[str] = (), root_pid: int | None = None
+                 ) -> list[list[Any]]:
     """The profile's rows; `interval`: the seconds between two samples where the file's
     weights count samples (py-spy's rate, known to the backend that ran it);
     `named_lines`: functions (`module:function`) whose lines get rows whatever their
-    share."""
+    share; `root_pid`: the process sampled (the others are its children), else the one
+    that ran profile-all's target, else the file's first."""
     per_unit = profile.seconds_per_unit if profile.seconds_per_unit is not None else interval
     cut = _Cut.of(profile.frames)
     names = [_name(frame) for frame in profile.frames]
     made_here = bool(cut.marks)
-    root_pid = next((t.pid for t in profile.threads if any(
-        set(stack) & cut.marks for stack in t.counts)), None)
+    if root_pid is None:
+        root_pid = next((t.pid for t in profile.threads if any(
+            set(stack) & cut.marks for stack in t.counts)),
+            profile.threads[0].pid if profile.threads else None)
     tallies: dict[str, _Tally] = defaultdict(_Tally)
     tree: Counter = Counter()
     threads: Counter = Counter()
@@ -256,3 +260,11 @@ def _call_rows(tree: Counter, metric: str) -> list[list[Any]]:
             parent = call_path(parent, name)
         rows.append(row("call", path[-1], metric, tree[path], parent=parent))
     return rows
+
+
+def idle_row(rows: list[list[Any]], wall: float, thread: str = "MainThread") -> list[Any]:
+    """`thread`'s time off the CPU: its wall time less its samples' (py-spy samples the
+    threads that run unless asked for idle ones too)."""
+    active = sum(measured[5] for measured in rows if measured[:2] == ["thread", thread]
+                 and measured[3] == "active_time")
+    return row("thread", thread, "idle_time", max(wall - active, 0.0))

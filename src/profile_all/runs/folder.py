@@ -121,6 +121,13 @@ class RunDirectory:
                 (final.parent / f".{final.name}.lock").unlink()
             os.close(lock)
 
+    def discard(self) -> None:
+        """The work folder removed and the name released: the command was refused after
+        the folder was made (nothing was measured)."""
+        shutil.rmtree(self.work, ignore_errors=True)
+        self._release(self.final, self._lock)
+        self._lock = None
+
     @property
     def artifacts(self) -> Path:
         return self.work / "artifacts"

@@ -1,0 +1,243 @@
+"""`profile-all attach PID`: a report of a Python process that is already running, made
+without restarting it or changing it.
+
+For `duration` seconds (or until the process ends, or profile-all is stopped) py-spy
+samples its stacks from outside (every thread, its child processes, native frames with
+`native`), the memory backend's sampler reads its resident memory and its children's from
+the OS, and its CPU time and threads are read at both ends. Where the process listens
+(on_demand.py: its first `pa.step()`, or `pa.listen()`), it is also asked for a
+torch.profiler window of `torch_steps` steps: the operators and kernels of a few steps,
+hours into a job. What was sampled is kept whatever ends the attach; the report has the
+shape of a run's, its target the process (pid, command line, start time, user).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from profile_all import on_demand, validate
+from profile_all.backends.memory.backend import DEFAULT_INTERVAL
+from profile_all.backends.py_spy_recorder import Recorder, why_not
+from profile_all.errors import ProfileAllError, UsageError
+from profile_all.runner.child_processes import Stopped, StopRequests
+from profile_all.runs.folder import RunDirectory
+
+#: seconds a listening process has to write its trace once its window is over
+TRACE_GRACE = 30.0
+_SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"
+
+
+@dataclass
+class Attached:
+    """What an attach gathered, for attach_report."""
+
+    pid: int
+    target: dict[str, Any]
+    run_dir: RunDirectory
+    started: float = 0.0  # epoch
+    seconds: float = 0.0  # how long it sampled
+    ended: str = ""  # how it ended: "" (its duration), the process ended, a stop signal
+    stopped_by: str | None = None
+    cpu: tuple[float, float] = (0.0, 0.0)  # the process's CPU time at both ends
+    threads: int = 0
+    children: list[str] = field(default_factory=list)
+    spy: Recorder | None = None
+    spy_failure: str = ""
+    memory_samples: Path | None = None
+    window: dict[str, Any] = field(default_factory=dict)  # the torch window's answer
+    window_note: str = ""
+
+
+def check_target(pid: Any) -> psutil.Process:
+    """The process, or one line on why it cannot be attached to."""
+    validate.whole("pid", pid, 1)
+    if pid == os.getpid() or pid in {parent.pid for parent in psutil.Process().parents()}:
+        raise UsageError(f"process {pid} is profile-all itself or runs it: attach to another")
+    try:
+        process = psutil.Process(pid)
+        owner, ours = process.uids().real, os.getuid()
+        if process.status() == psutil.STATUS_ZOMBIE:
+            raise psutil.NoSuchProcess(pid)
+    except psutil.NoSuchProcess:
+        raise UsageError(f"no process {pid} is running") from None
+    except psutil.AccessDenied:
+        raise UsageError(f"process {pid} cannot be read by this user: attach as its user, "
+                         "or as root") from None
+    if owner != ours and ours != 0:
+        raise UsageError(f"process {pid} belongs to another user (uid {owner}): attach as "
+                         f"that user, or as root (sudo profile-all attach {pid})")
+    reason = why_not(of_own_child=False)
+    if reason:
+        raise UsageError(f"cannot attach to process {pid}: {reason}")
+    return process
+
+
+def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, rate: int,
+           native: bool, idle: bool, torch_steps: int | None,
+           progress: Callable[[str], None] | None = None) -> Attached:
+    """Sample the process for `duration` seconds (less if it ends or a stop comes), told
+    to `progress` once it samples."""
+    attached = Attached(process.pid, _described(process), run_dir)
+    stops = StopRequests()
+    with stops.installed():
+        attached.cpu = (_cpu(process), 0.0)
+        attached.spy = Recorder(process.pid, run_dir.scratch / "py_spy.json",
+                                run_dir.scratch / "py_spy.log", rate=rate, native=native,
+                                idle=idle)
+        sampler = _start_memory_sampler(process.pid, run_dir)
+        try:
+            attached.spy.start()
+        except ProfileAllError as error:  # nothing sampled: refused, nothing written
+            _stop_memory_sampler(sampler)
+            run_dir.discard()
+            raise UsageError(_python_or(str(error), process.pid)) from None
+        if progress is not None:
+            progress(f"sampling process {process.pid} ({attached.target['command'][:80]}) "
+                     f"for {duration:g} s; Ctrl-C ends it sooner, keeping what was sampled")
+        attached.started, began = time.time(), time.monotonic()
+        asked = torch_steps is not None and _ask_window(process, torch_steps, attached)
+        _wait(process, duration, stops, attached)
+        attached.threads, attached.children = _threads_and_children(process)
+        attached.cpu = (attached.cpu[0], _cpu(process))
+        if attached.spy is not None:
+            try:
+                attached.spy.stop()
+            except ProfileAllError as error:
+                attached.spy_failure = str(error)
+        attached.seconds = time.monotonic() - began
+        _stop_memory_sampler(sampler)
+        if asked:
+            _collect_window(process, attached)
+    return attached
+
+
+def _python_or(said: str, pid: int) -> str:
+    """py-spy's failure, said plainly where the process is not Python at all."""
+    lowered = said.lower()
+    if any(words in lowered for words in ("python version", "python interpreter",
+                                           "no python processes")):
+        return (f"process {pid} is not a Python program (py-spy found no Python interpreter "
+                "in it): attach profiles Python processes")
+    return said
+
+
+def _described(process: psutil.Process) -> dict[str, Any]:
+    with process.oneshot():
+        return {"kind": "process", "pid": process.pid, "uid": process.uids().real,
+                "command": " ".join(process.cmdline()) or process.name(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                         time.localtime(process.create_time())),
+                "user": process.username()}
+
+
+def _cpu(process: psutil.Process) -> float:
+    with contextlib.suppress(psutil.Error):
+        times = process.cpu_times()
+        return times.user + times.system
+    return 0.0
+
+
+def _threads_and_children(process: psutil.Process) -> tuple[int, list[str]]:
+    try:
+        return process.num_threads(), [
+            f"{child.pid}: {' '.join(child.cmdline())[:200]}"
+            for child in process.children(recursive=True)]
+    except psutil.Error:
+        return 0, []
+
+
+def _start_memory_sampler(pid: int, run_dir: RunDirectory) -> subprocess.Popen:
+    path = run_dir.scratch / "memory.samples"
+    path.touch()
+    return subprocess.Popen([sys.executable, str(_SAMPLER), str(pid), str(DEFAULT_INTERVAL * 5),
+                             str(path)], stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop_memory_sampler(sampler: subprocess.Popen) -> None:
+    if sampler.poll() is None:
+        sampler.send_signal(signal.SIGTERM)
+    try:
+        sampler.wait(10)
+    except subprocess.TimeoutExpired:
+        sampler.kill()
+        sampler.wait()
+
+
+def _wait(process: psutil.Process, duration: float, stops: StopRequests,
+          attached: Attached) -> None:
+    deadline = time.monotonic() + duration
+    try:
+        with stops.waiting():
+            while time.monotonic() < deadline:
+                if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                    attached.ended = "the process ended"
+                    return
+                time.sleep(0.05)
+    except psutil.NoSuchProcess:
+        attached.ended = "the process ended"
+    except Stopped as stopped:
+        attached.stopped_by = signal.Signals(stopped.signum).name
+        attached.ended = f"profile-all got {attached.stopped_by}"
+
+
+def listening(process: psutil.Process) -> bool:
+    """Whether the process said it listens (on_demand.listen), is the process that said
+    so (its start time), and handles SIGUSR2 (Linux: /proc/PID/status' SigCgt)."""
+    said = on_demand.folder(process.uids().real) / f"{process.pid}.json"
+    try:
+        marker = json.loads(said.read_text())
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except (OSError, ValueError, psutil.Error):
+        return False
+    caught = next((line.split()[1] for line in status.splitlines()
+                   if line.startswith("SigCgt:")), "0")
+    handles = bool(int(caught, 16) >> (on_demand.SIGNAL - 1) & 1)
+    return (isinstance(marker, dict) and marker.get("pid") == process.pid
+            and marker.get("start") == on_demand.start_time(process.pid) and handles)
+
+
+def _ask_window(process: psutil.Process, steps: int, attached: Attached) -> bool:
+    if not listening(process):
+        attached.window_note = (
+            "no operator or kernel trace: the process does not listen for profile-all "
+            "(it listens once it calls pa.step(), or pa.listen(), with profile_all "
+            "imported; PROFILE_ALL_LISTEN=0 turns that off)")
+        return False
+    where = on_demand.folder(attached.target["uid"])
+    for stale in (f"{process.pid}.done.json", f"{process.pid}.trace.json"):
+        with contextlib.suppress(OSError):
+            (where / stale).unlink()
+    request = where / f"{process.pid}.request.json"
+    request.write_text(json.dumps({"steps": steps}))
+    os.kill(process.pid, on_demand.SIGNAL)
+    return True
+
+
+def _collect_window(process: psutil.Process, attached: Attached) -> None:
+    """The window's answer: waited for while the process runs; ended early (a second
+    SIGUSR2) where its steps did not all come in the attach's time."""
+    done = on_demand.folder(attached.target["uid"]) / f"{process.pid}.done.json"
+    if not done.exists() and process.is_running():
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, on_demand.SIGNAL)  # end the window: its steps so far
+    deadline = time.monotonic() + TRACE_GRACE
+    while not done.exists() and time.monotonic() < deadline and process.is_running():
+        time.sleep(0.05)
+    try:
+        attached.window = json.loads(done.read_text())
+        done.unlink()
+    except (OSError, ValueError):
+        attached.window_note = ("the process was asked for a torch.profiler window and "
+                                "wrote no trace (it ended, or took no step)")
