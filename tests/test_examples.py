@@ -30,12 +30,12 @@ def test_train_mlp_report_files(mlp_run):
     assert "step   29" in result.stdout  # the script's own output passed through
     assert f"Report: {run_dir}" in result.stderr
     # piped, nothing live shows: a line as each pass starts and as it ends
-    assert "pass 2/5 cprofile: started" in result.stderr
-    assert "pass 2/5 cprofile: ok in" in result.stderr
+    assert "pass 2/6 cprofile: started" in result.stderr
+    assert "pass 2/6 cprofile: ok in" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
-    assert set(frame["backend"]) == {"wallclock", "cprofile", "torch-profiler", "flop-counter",
-                                     "memory", "derived"}
+    assert set(frame["backend"]) == {"wallclock", "cprofile", "py-spy", "torch-profiler",
+                                     "flop-counter", "memory", "derived"}
     # achieved FLOP/s of each region: flop-counter's FLOPs over the wall clock's median
     achieved = frame[(frame["backend"] == "derived") & (frame["metric"] == "achieved_flops")]
     assert set(achieved["name"]) == {"train_step", "forward", "backward"}
@@ -46,7 +46,8 @@ def test_train_mlp_report_files(mlp_run):
     assert meta["status"] == "complete" and meta["exit_code"] == 0
     assert meta["environment"]["torch"].startswith("2.")
     assert [p["backends"] for p in meta["passes"]] == [
-        ["wallclock"], ["cprofile"], ["torch-profiler"], ["flop-counter"], ["memory"]]
+        ["wallclock"], ["cprofile"], ["py-spy"], ["torch-profiler"], ["flop-counter"],
+        ["memory"]]
     assert meta["passes"][0]["overhead_verdict"] == "reference"
     for profiled in meta["passes"][1:]:  # per-step overheads, each with its interval
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]

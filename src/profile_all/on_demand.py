@@ -35,6 +35,7 @@ ENVIRONMENT = "PROFILE_ALL_LISTEN"
 _window: _Window | None = None
 _listening = False
 _marks_steps = False  # the process calls pa.step(): its steps are those
+_asked_to_listen = False  # by its first pa.step(), once
 
 
 def folder(uid: int | None = None) -> Path:
@@ -103,6 +104,17 @@ def listen(marks_steps: bool = False) -> bool:
     return True
 
 
+def stepped() -> None:
+    """`pa.step()` outside a pass: the first makes the process listen (its steps then mark
+    a window's), and each marks a step of the window that is open."""
+    global _asked_to_listen
+    if not _asked_to_listen:
+        _asked_to_listen = True
+        listen(marks_steps=True)
+    elif _window is not None and _marks_steps:
+        _window.step()
+
+
 def _unlisten() -> None:
     with contextlib.suppress(OSError):
         (folder() / f"{os.getpid()}.json").unlink()
@@ -139,8 +151,6 @@ class _Window:
         from torch.optim.optimizer import register_optimizer_step_post_hook
         from torch.profiler import ProfilerActivity, profile
 
-        from profile_all import regions
-
         self.steps, self.trace, self.count = steps, trace, 0
         self.marked_by = "pa.step()" if _marks_steps else "optimizer.step()"
         activities = [ProfilerActivity.CPU]
@@ -151,8 +161,6 @@ class _Window:
         self.hook = None if _marks_steps else register_optimizer_step_post_hook(
             lambda *_args: self.step())
         self.profile.start()
-        if _marks_steps:
-            regions.listen((), (self,))  # outside a pass nothing else listens
 
     def step(self) -> None:
         """A step ended (`pa.step()`, or `optimizer.step()` in a process that calls no
@@ -165,10 +173,7 @@ class _Window:
 
     def end(self, note: str) -> None:
         global _window
-        from profile_all import regions
-
         _window = None
-        regions.listen(())
         if self.hook is not None:
             self.hook.remove()
         said: dict[str, Any] = {"steps": self.count, "marked_by": self.marked_by,

@@ -34,22 +34,26 @@ class RegionListener(Protocol):
     def step(self) -> None: ...
 
 
-class _ListenOnFirstStep:
-    """Outside a pass, a script's first `step()` makes it listen for the torch.profiler
-    windows `profile-all attach` may ask of it (on_demand.py); a pass's listeners replace
-    this before its target runs."""
+class _OutsideAPass:
+    """Outside a pass, steps go to on_demand.py: a script's first `step()` makes it listen
+    for the torch.profiler windows `profile-all attach` may ask of it, and each marks a
+    step of a window that is open. A pass's listeners replace this before its target
+    runs."""
+
+    def __init__(self) -> None:
+        self._stepped: Callable[[], None] | None = None
 
     def step(self) -> None:
-        global _steppers
-        _steppers = ()
-        from profile_all import on_demand
+        if self._stepped is None:
+            from profile_all import on_demand
 
-        on_demand.listen(marks_steps=True)
+            self._stepped = on_demand.stepped
+        self._stepped()
 
 
 _listeners: tuple[RegionListener, ...] = ()
 _single: RegionListener | None = None  # the listener, when there is exactly one (the usual case)
-_steppers: tuple[Any, ...] = (_ListenOnFirstStep(),)  # every listener, and those that hear
+_steppers: tuple[Any, ...] = (_OutsideAPass(),)  # every listener, and those that hear
 # only steps
 _threads = threading.local()
 _stacks: list[list[Any]] = []  # every thread's stack of open regions, for close_open()

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from profile_all.errors import ProfileAllError
 
+#: names the py-spy executable to run (one built elsewhere, a wrapper)
+BINARY_VARIABLE = "PROFILE_ALL_PY_SPY"
 #: what py-spy prints once it samples
 SAMPLING = "Sampling process"
 _PR_SET_PTRACER = 0x59616D61
@@ -36,7 +38,11 @@ FIX = ("let it read other processes: run as root (sudo), lower Yama's ptrace_sco
 
 
 def binary() -> str | None:
-    """py-spy's executable: the one installed beside this Python, else on PATH."""
+    """py-spy's executable: the one PROFILE_ALL_PY_SPY names, else the one installed
+    beside this Python, else the one on PATH; None where there is none."""
+    named = os.environ.get(BINARY_VARIABLE)
+    if named:
+        return named if shutil.which(named) else None
     beside = Path(sys.executable).with_name("py-spy")
     return str(beside) if beside.is_file() else shutil.which("py-spy")
 
@@ -65,7 +71,9 @@ def why_not(of_own_child: bool) -> str:
     `of_own_child`: py-spy started by the process it reads (which then allows it), else a
     process of the same user's that profile-all did not start (attach)."""
     if binary() is None:
-        return "py-spy is not installed (pip install py-spy)"
+        named = os.environ.get(BINARY_VARIABLE)
+        return (f"{BINARY_VARIABLE} names {named!r}, which is not an executable" if named
+                else "py-spy is not installed (pip install py-spy)")
     if sys.platform == "darwin" and os.geteuid() != 0:
         return "py-spy needs root on macOS (sudo profile-all ...)"
     if not sys.platform.startswith("linux"):

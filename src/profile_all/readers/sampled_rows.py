@@ -31,7 +31,7 @@ from typing import Any
 
 from profile_all.readers.call_tree import LIBRARY
 from profile_all.readers.source_lines import first_line
-from profile_all.readers.speedscope import Frame, SampledProfile
+from profile_all.readers.speedscope import Frame, SampledProfile, Thread
 from profile_all.rows import call_path, row
 
 #: a call path under this share of the samples, or beyond MAX_NODES, is left out of the
@@ -61,8 +61,11 @@ def _is_python(frame: Frame) -> bool:
 
 
 def _name(frame: Frame) -> Named:
-    if not _is_python(frame):
-        return Named(frame.name, False, False, frame.file, frame.line)
+    if not _is_python(frame):  # `symbol (library)`, as py-spy prints native frames
+        library = frame.file.replace("\\", "/").rpartition("/")[2]
+        named = f"{frame.name} ({library})" if library and library not in frame.name \
+            else frame.name
+        return Named(named, False, False, frame.file, frame.line)
     short = frame.name.rsplit(".", 1)[-1]
     start = first_line(frame.file, frame.name, frame.line)
     return Named(f"{frame.file}:{start if start is not None else '?'}({short})", True,
@@ -116,6 +119,27 @@ class _Tally:
     lines: dict[tuple[str, int], list[float]] = field(default_factory=dict)
 
 
+@dataclass
+class _Gathered:
+    """Every thread's samples, added up: per process, per call path, per thread."""
+
+    per_unit: float | None  # seconds a unit of weight is; None: no time, counts only
+    tallies: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
+    tree: Counter = field(default_factory=Counter)
+    threads: Counter = field(default_factory=Counter)
+    thread_seconds: Counter = field(default_factory=Counter)
+
+    def add(self, process: str, label: str, stack: list[Named], count: int,
+            weight: float) -> None:
+        seconds = weight * self.per_unit if self.per_unit is not None else 0.0
+        self.threads[label] += count
+        self.thread_seconds[label] += seconds
+        _add(self.tallies[process], stack, count, seconds)
+        path = (f"thread {label}", *(named.function for named in stack))
+        for depth in range(1, len(path) + 1):
+            self.tree[path[:depth]] += seconds if self.per_unit is not None else count
+
+
 def sampled_rows(profile: SampledProfile, interval: float | None = None,
                  named_lines: Iterable[str] = (), root_pid: int | None = None
                  ) -> list[list[Any]]:
@@ -127,39 +151,39 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
     per_unit = profile.seconds_per_unit if profile.seconds_per_unit is not None else interval
     cut = _Cut.of(profile.frames)
     names = [_name(frame) for frame in profile.frames]
-    made_here = bool(cut.marks)
-    if root_pid is None:
-        root_pid = next((t.pid for t in profile.threads if any(
-            set(stack) & cut.marks for stack in t.counts)),
-            profile.threads[0].pid if profile.threads else None)
-    tallies: dict[str, _Tally] = defaultdict(_Tally)
-    tree: Counter = Counter()
-    threads: Counter = Counter()
-    thread_seconds: Counter = Counter()
+    root_pid = root_pid if root_pid is not None else _root_pid(profile, cut)
+    gathered = _Gathered(per_unit)
     for thread in profile.threads:
         if thread.name.startswith(_OWN_THREADS):
             continue
         process = "" if thread.pid is None or thread.pid == root_pid else f"process {thread.pid}"
         label = f"{process} {thread.name}".strip() or "thread"
-        holds_target = made_here and any(set(stack) & cut.marks for stack in thread.counts)
-        for stack, count in thread.counts.items():
-            kept = cut.target(stack) if holds_target else stack
-            if kept is None:
-                continue
-            kept = cut.spliced(kept)
-            seconds = thread.weights[stack] * per_unit if per_unit is not None else 0.0
-            threads[label] += count
-            thread_seconds[label] += seconds
-            _add(tallies[process], [names[i] for i in kept], count, seconds)
-            path = (f"thread {label}", *(names[i].function for i in kept))
-            for depth in range(1, len(path) + 1):
-                tree[path[:depth]] += seconds if per_unit is not None else count
-    rows = _run_rows(threads, thread_seconds, per_unit, interval, profile)
-    for process, tally in tallies.items():
+        for kept, count, weight in _kept(thread, cut):
+            gathered.add(process, label, [names[i] for i in kept], count, weight)
+    rows = _run_rows(gathered.threads, gathered.thread_seconds, per_unit, interval, profile)
+    for process, tally in gathered.tallies.items():
         rows += _function_rows(tally, process, per_unit is not None)
         if not process:
             rows += _line_rows(tally, set(named_lines))
-    return rows + _call_rows(tree, "cumulative_time" if per_unit is not None else "samples")
+    return rows + _call_rows(gathered.tree,
+                             "cumulative_time" if per_unit is not None else "samples")
+
+
+def _root_pid(profile: SampledProfile, cut: _Cut) -> int | None:
+    """The process that ran profile-all's target, else the file's first."""
+    return next((thread.pid for thread in profile.threads
+                 if any(set(stack) & cut.marks for stack in thread.counts)),
+                profile.threads[0].pid if profile.threads else None)
+
+
+def _kept(thread: Thread, cut: _Cut) -> Iterable[tuple[tuple[int, ...], int, float]]:
+    """(the user's part of a stack, its samples, their weight), each stack of `thread`:
+    where the thread ran profile-all's target, only its stacks inside the target."""
+    holds_target = bool(cut.marks) and any(set(stack) & cut.marks for stack in thread.counts)
+    for stack, count in thread.counts.items():
+        kept = cut.target(stack) if holds_target else stack
+        if kept is not None:
+            yield cut.spliced(kept), count, thread.weights[stack]
 
 
 def _add(tally: _Tally, stack: list[Named], count: int, seconds: float) -> None:

@@ -112,21 +112,14 @@ def _frames(path: Path, shared: Any, bound: limits.Limits) -> list[Frame]:
 
 def _thread(path: Path, position: int, profile: Any, frames: int,
             bound: limits.Limits) -> Thread:
-    if not isinstance(profile, dict) or profile.get("type") != "sampled":
-        kind = profile.get("type") if isinstance(profile, dict) else type(profile).__name__
-        raise IngestError(f"{path}: profile {position} is {str(kind)[:40]!r}, not 'sampled': "
-                          "only sampled profiles (py-spy's) are read")
-    samples, weights = profile.get("samples"), profile.get("weights")
-    if not (isinstance(samples, list) and isinstance(weights, list)
-            and len(samples) == len(weights)):
-        raise IngestError(f"{path}: profile {position} has no samples with a weight each")
+    _check_profile(path, position, profile)
     name = profile.get("name") if isinstance(profile.get("name"), str) else ""
     bound.field(path, len(name), f"profile {position}'s name")
     said = _PROFILE_NAME.match(name)
     thread = Thread(said.group(3) or name if said else name,
                     int(said.group(1)) if said and said.group(1) else None,
                     int(said.group(2)) if said else None)
-    for sample, weight in zip(samples, weights, strict=True):
+    for sample, weight in zip(profile["samples"], profile["weights"], strict=True):
         if not (isinstance(sample, list) and all(
                 type(index) is int and 0 <= index < frames for index in sample)):
             raise IngestError(f"{path}: profile {position} has a sample that is not a list "
@@ -138,3 +131,15 @@ def _thread(path: Path, position: int, profile: Any, frames: int,
         thread.counts[stack] += 1
         thread.weights[stack] += weight
     return thread
+
+
+def _check_profile(path: Path, position: int, profile: Any) -> None:
+    """A sampled profile with a weight a sample, or one line on what it is instead."""
+    if not isinstance(profile, dict) or profile.get("type") != "sampled":
+        kind = profile.get("type") if isinstance(profile, dict) else type(profile).__name__
+        raise IngestError(f"{path}: profile {position} is {str(kind)[:40]!r}, not 'sampled': "
+                          "only sampled profiles (py-spy's) are read")
+    samples, weights = profile.get("samples"), profile.get("weights")
+    if not (isinstance(samples, list) and isinstance(weights, list)
+            and len(samples) == len(weights)):
+        raise IngestError(f"{path}: profile {position} has no samples with a weight each")

@@ -1,0 +1,180 @@
+"""`profile-all attach PID` on real processes this test starts: a training loop sampled
+without a restart (and asked for a torch.profiler window where it listens), and every
+way an attach can go wrong: one line, a clear exit code, what was sampled kept, nothing
+left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, processes_with, profile_all
+
+
+class Loop:
+    """tests/targets/long_train.py in a process of its own, training until told to stop."""
+
+    def __init__(self, tmp_path, marks: str = "pa.step", env: dict[str, str] | None = None,
+                 limit: float = 120) -> None:
+        self.stop_file = tmp_path / f"stop-{marks}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(TARGETS / "long_train.py"), str(self.stop_file), str(limit),
+             marks], stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+        assert self.process.stdout.readline().strip() == "ready"
+        self.pid = self.process.pid
+
+    def finish(self) -> str:
+        self.stop_file.touch()
+        out, _ = self.process.communicate(timeout=60)
+        return out
+
+    def __enter__(self) -> Loop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory):
+    """A listening loop (it calls pa.step()), attached to for 3 s."""
+    tmp_path = tmp_path_factory.mktemp("attach")
+    with Loop(tmp_path) as loop:
+        time.sleep(0.5)
+        done = profile_all("attach", loop.pid, "--duration", "3", "-o", tmp_path / "run")
+        alive = loop.process.poll() is None
+        out = loop.finish()
+    return done, alive, out, tmp_path / "run", loop.pid
+
+
+def test_attach_samples_a_running_loop_without_stopping_it(attached):
+    done, alive, out, run, pid = attached
+    assert done.returncode == 0, done.stderr
+    assert f"sampling process {pid}" in done.stderr
+    assert alive and int(out.split("steps=")[1]) > 0  # it trained on, and ended well
+    report = pa.load(run)
+    assert report.meta.target["kind"] == "process" and report.meta.target["pid"] == pid
+    assert "long_train.py" in report.meta.target["command"]
+    hottest = report.sampled_functions().head(3)["name"].tolist()
+    assert any("torch/" in name for name in hottest), hottest
+    run_rows = report.frame[report.frame["scope"] == "run"].set_index(["backend", "metric"])
+    wall = run_rows.loc[("os", "wall_time"), "value"]
+    assert 2.5 < wall < 10 and run_rows.loc[("os", "cpu_time"), "value"] > 0
+    assert run_rows.loc[("memory", "peak_rss"), "value"] > 50 * 2**20
+    names = {a.path for a in report.meta.artifacts}
+    assert {"artifacts/py_spy.speedscope.json", "artifacts/py_spy.svg"} <= names
+    assert processes_with(f"--pid {pid}") == []  # py-spy is gone
+
+
+def test_a_listening_loop_gives_a_torch_window_of_its_steps(attached):
+    _done, _alive, _out, run, _pid = attached
+    report = pa.load(run)
+    steps = report.summary().set_index("name")
+    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == 5
+    assert report.meta.passes[0].steps == 5 and report.meta.passes[0].step_source == "pa.step()"
+    assert "aten::addmm" in set(report.operators()["name"])
+    assert "artifacts/torch_trace.pt.trace.json.gz" in {a.path for a in report.meta.artifacts}
+
+
+def test_a_loop_that_does_not_listen_is_sampled_and_said_so(tmp_path):
+    with Loop(tmp_path, env={"PROFILE_ALL_LISTEN": "0"}) as loop:
+        done = profile_all("attach", loop.pid, "--duration", "1", "-o", tmp_path / "run")
+        loop.finish()
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert "torch-profiler" not in set(report.frame["backend"])
+    assert any(doubt.startswith("no operator or kernel trace: the process does not listen")
+               for doubt in report.meta.doubts)
+
+
+def test_pa_listen_marks_a_window_by_optimizer_steps(tmp_path):
+    with Loop(tmp_path, marks="listen") as loop:
+        done = profile_all("attach", loop.pid, "--duration", "2", "--torch-steps", "3",
+                           "-o", tmp_path / "run")
+        loop.finish()
+    assert done.returncode == 0, done.stderr
+    record = pa.load(tmp_path / "run").meta.passes[0]
+    assert (record.steps, record.step_source) == (3, "optimizer.step()")
+
+
+def test_a_process_that_ends_during_the_attach_keeps_what_was_sampled(tmp_path):
+    with Loop(tmp_path, limit=1.5) as loop:
+        started = time.monotonic()
+        done = profile_all("attach", loop.pid, "--duration", "30", "-o", tmp_path / "run")
+        took = time.monotonic() - started
+        loop.process.wait(30)
+    assert done.returncode == 0, done.stderr
+    assert took < 25  # it did not wait out its duration
+    report = pa.load(tmp_path / "run")
+    assert any(doubt.startswith("the process ended after") for doubt in report.meta.doubts)
+    assert not report.sampled_functions().empty
+
+
+def test_ctrl_c_ends_the_attach_and_keeps_what_was_sampled(tmp_path):
+    with Loop(tmp_path) as loop:
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "profile_all", "attach", str(loop.pid), "--duration", "60",
+             "-o", str(tmp_path / "run")], stderr=subprocess.PIPE, text=True)
+        first = attach.stderr.readline()  # said once it samples
+        assert f"sampling process {loop.pid}" in first
+        time.sleep(1.0)
+        attach.send_signal(signal.SIGINT)
+        _out, err = attach.communicate(timeout=60)
+        loop.finish()
+    assert attach.returncode == 130, err
+    report = pa.load(tmp_path / "run")
+    assert report.meta.status == "interrupted" and report.meta.stopped_by == "SIGINT"
+    assert not report.sampled_functions().empty
+    assert processes_with(f"--pid {loop.pid}") == []
+
+
+@pytest.mark.parametrize("who, message", [
+    ("missing", "no process {pid} is running"),
+    ("not python", "is not a Python program"),
+    ("itself", "is profile-all itself or runs it"),
+])
+def test_bad_targets_are_refused_in_one_line(tmp_path, who, message):
+    other = None
+    if who == "missing":
+        pid = 2**22 + 12345
+    elif who == "not python":
+        other = subprocess.Popen(["sleep", "60"])
+        pid = other.pid
+    else:
+        pid = os.getpid()  # profile-all's parent: this test
+    try:
+        done = profile_all("attach", pid, "--duration", "1", "-o", tmp_path / "run")
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert line.startswith("profile-all: error: ") and message.format(pid=pid) in line
+    assert not (tmp_path / "run").exists()
+    assert [p for p in tmp_path.iterdir()] == []  # no partial folder either
+
+
+def test_another_user_s_process_is_refused(tmp_path):
+    """Run as a user who is not root (nobody), attaching to root's process."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run profile-all as another user")
+    with Loop(tmp_path) as loop:
+        done = subprocess.run(
+            [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+             "-m", "profile_all", "attach", str(loop.pid), "-o", "/tmp/never"],
+            capture_output=True, text=True, timeout=120, cwd="/tmp")
+        loop.finish()
+    assert done.returncode == 2, done.stderr
+    assert f"process {loop.pid} belongs to another user (uid 0)" in done.stderr

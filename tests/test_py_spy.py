@@ -1,0 +1,134 @@
+"""The py-spy backend on real runs: what it samples agrees with the wall clock where the
+tracer does not (and the report names the tracer's distortion), its native frames reach
+torch's C++, its native files open (speedscope JSON, an SVG flame graph, read back by
+ingest), and where it cannot run it is skipped with the reason."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+import profile_all as pa
+from conftest import EXAMPLES, TARGETS, profile_all
+
+
+@pytest.fixture(scope="module")
+def two_costs(tmp_path_factory):
+    """train-free: the two parts of known cost, under wallclock, py-spy and cProfile, each
+    pass whole."""
+    run = tmp_path_factory.mktemp("two") / "run"
+    done = profile_all("run", TARGETS / "two_costs.py", "-b", "wallclock", "-b", "py-spy",
+                       "-b", "cprofile", "--pass-steps", "all", "--py-spy-rate", "100",
+                       "-o", run, "--", "150", env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    return pa.load(run)
+
+
+def _sampled_share(report, function):
+    table = report.sampled_functions()
+    row = table[table["name"].str.endswith(f"({function})") & (table["process"] == "")]
+    assert len(row) == 1, table.head(20)
+    return row.iloc[0]
+
+
+def test_sampled_shares_agree_with_the_wall_clock(two_costs):
+    """The independent measure: the wall clock's region totals of the two parts, from the
+    clean pass. py-spy's cumulative share of each (its samples over the root's) is within
+    its sampling error (plus 5 points for the parts' own spread between passes)."""
+    summary = two_costs.summary()
+    walls = summary.set_index("name")["wallclock.wall_time.total"]
+    truth = walls["calls"] / (walls["calls"] + walls["loop"])
+    calls, loop = _sampled_share(two_costs, "calls"), _sampled_share(two_costs, "loop")
+    sampled = calls["cumulative_time"] / (calls["cumulative_time"] + loop["cumulative_time"])
+    assert calls["samples"] + loop["samples"] >= 60
+    error = 2 * (sampled * (1 - sampled) / (calls["samples"] + loop["samples"])) ** 0.5
+    assert abs(sampled - truth) < error + 0.05, (sampled, truth, error)
+
+
+def test_the_tracer_s_distortion_is_named(two_costs):
+    """cProfile slows each of `calls`' 20,000 small calls a step: its share of the run
+    rises well above the wall clock's, py-spy's stays with it; the side-by-side view and a
+    finding say so, with both passes' overheads."""
+    side = two_costs.traced_vs_sampled().set_index("name")
+    calls = side.loc[next(name for name in side.index if name.endswith("(calls)"))]
+    assert calls["traced_share"] - calls["sampled_share"] > calls["sampled_share_error"]
+    found = two_costs.findings()
+    distortion = found[found["rule"] == "distortion"]
+    assert len(distortion) == 1
+    said = distortion.iloc[0]
+    assert "cprofile and py-spy disagree" in said["finding"]
+    assert "(calls)" in said["finding"]
+    assert "overheads: cprofile" in said["evidence"] and "py-spy" in said["evidence"]
+
+
+def test_a_sampled_function_is_named_as_cprofile_names_it(two_costs):
+    traced = set(two_costs.functions()["name"])
+    sampled = set(two_costs.sampled_functions()["name"])
+    shared = {name for name in traced & sampled if "two_costs.py" in name}
+    assert {name.rsplit(":", 1)[1] for name in shared} >= {"12(tiny)", "16(calls)",
+                                                          "23(loop)", "1(<module>)"}
+
+
+def test_native_files_open_and_read_back(two_costs, tmp_path):
+    artifacts = two_costs.run_dir / "artifacts"
+    document = json.loads((artifacts / "py_spy.speedscope.json").read_text())
+    assert document["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    svg = ElementTree.parse(artifacts / "py_spy.svg").getroot()
+    titles = [title.text for title in svg.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(text.startswith("thread MainThread") for text in titles)
+    assert any("(loop)" in text for text in titles)
+    done = profile_all("ingest", artifacts / "py_spy.speedscope.json", "-o", tmp_path / "in")
+    assert done.returncode == 0, done.stderr
+    again = pa.load(tmp_path / "in")
+    assert set(again.frame["backend"]) == {"py-spy"}
+    assert set(again.sampled_functions()["name"]) >= {
+        name for name in two_costs.sampled_functions()["name"] if "two_costs" in name}
+
+
+def test_sampled_lines_sit_beside_the_functions(two_costs):
+    lines = two_costs.lines()
+    loop_lines = lines[lines["function"] == "two_costs.py:23(loop)"]
+    assert len(loop_lines) >= 1 and loop_lines["cumulative_time"].max() > 0
+    assert loop_lines["line"].str.contains("total += index", regex=False).any()
+
+
+def test_native_frames_show_torch_s_cpp_under_backward(tmp_path):
+    run = tmp_path / "run"
+    done = profile_all("run", EXAMPLES / "train_mlp.py", "-b", "py-spy", "--native",
+                       "--pass-steps", "all", "-o", run, "--", "--steps", "60",
+                       env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    calls = pa.load(run).frame
+    calls = calls[calls["scope"] == "call"]
+    under_backward = calls[calls["parent"].str.contains(r"_tensor\.py:\d+\(backward\)")]
+    assert under_backward["name"].str.contains("libtorch").any(), under_backward["name"]
+
+
+def test_py_spy_that_cannot_run_is_skipped_with_the_reason(tmp_path):
+    done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "py-spy", "-o",
+                       tmp_path / "run", env={"PROFILE_ALL_PY_SPY": "/nonexistent/py-spy"})
+    assert done.returncode == 0, done.stderr
+    meta = pa.load(tmp_path / "run").meta
+    assert meta.skipped_backends == {
+        "py-spy": "PROFILE_ALL_PY_SPY names '/nonexistent/py-spy', which is not an executable"}
+    listed = profile_all("backends", env={"PROFILE_ALL_PY_SPY": "/nonexistent/py-spy"})
+    assert "py-spy" in listed.stdout and "not an executable" in listed.stdout
+
+
+def test_ptrace_scope_says_why_py_spy_cannot_read(monkeypatch, tmp_path):
+    """Yama's ptrace_scope as the kernel gives it: 3 forbids every reader; 1 lets a process
+    allow py-spy on itself (the backend) but not attach to a stranger without the
+    capability; the reason names the fix."""
+    from profile_all.backends import py_spy_recorder
+
+    scope = tmp_path / "ptrace_scope"
+    monkeypatch.setattr(py_spy_recorder, "YAMA", scope)
+    scope.write_text("3\n")
+    assert "ptrace_scope is 3" in py_spy_recorder.why_not(of_own_child=True)
+    scope.write_text("1\n")
+    assert py_spy_recorder.why_not(of_own_child=True) == ""
+    monkeypatch.setattr(py_spy_recorder, "_capable", lambda: False)
+    said = py_spy_recorder.why_not(of_own_child=False)
+    assert "ptrace_scope is 1" in said and "--cap-add SYS_PTRACE" in said

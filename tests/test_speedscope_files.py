@@ -1,0 +1,94 @@
+"""speedscope files made by others (or made to hurt): a good one read into the sampled
+views, and each bad one refused in one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import profile_all as pa
+from conftest import profile_all
+
+SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+
+
+def _file(frames: list, profiles: list) -> dict:
+    return {"$schema": SCHEMA, "shared": {"frames": frames}, "profiles": profiles,
+            "exporter": "py-spy@0.4.3", "name": "py-spy profile"}
+
+
+def _sampled(samples: list, weights: list, name: str = 'Thread 7 "MainThread"') -> dict:
+    return {"type": "sampled", "name": name, "unit": "seconds", "startValue": 0,
+            "endValue": len(samples), "samples": samples, "weights": weights}
+
+
+FRAMES = [{"name": "<module>", "file": "/nowhere/job.py", "line": 3},
+          {"name": "train", "file": "/nowhere/job.py", "line": 9},
+          {"name": "Linear.forward", "file": "/nowhere/torch/nn/modules/linear.py",
+           "line": 130},
+          {"name": "at::mm (libtorch_cpu.so)", "file": "/usr/lib/libtorch_cpu.so", "line": 0}]
+
+
+def _write(path, document, packed: bool = False) -> None:
+    data = json.dumps(document).encode()
+    path.write_bytes(gzip.compress(data) if packed else data)
+
+
+def test_a_speedscope_file_of_another_machine_is_read(tmp_path):
+    """Its sources are not on this machine: functions keep their names with an unknown
+    first line; counts, times and shares as the samples say (independently: 30 samples
+    of forward and 10 of the native mm under it, 0.01 s each)."""
+    stacks = [[0, 1, 2]] * 30 + [[0, 1, 2, 3]] * 10 + [[0, 1]] * 60
+    path = tmp_path / "job.speedscope.json.gz"
+    _write(path, _file(FRAMES, [_sampled(stacks, [0.01] * len(stacks))]), packed=True)
+    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    table = pa.load(tmp_path / "run").sampled_functions().set_index("name")
+    forward = table.loc["/nowhere/torch/nn/modules/linear.py:?(forward)"]
+    assert (forward["samples"], forward["self_samples"]) == (40, 30)
+    assert forward["cumulative_time"] == pytest.approx(0.40)
+    assert forward["share"] == pytest.approx(0.40)
+    assert table.loc["at::mm (libtorch_cpu.so)", "self_time"] == pytest.approx(0.10)
+    assert table.loc["/nowhere/job.py:1(<module>)", "share"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("document, said", [
+    (_file(FRAMES, [{"type": "evented", "name": "x", "unit": "seconds", "startValue": 0,
+                     "endValue": 1, "events": []}]),
+     "profile 0 is 'evented', not 'sampled': only sampled profiles (py-spy's) are read"),
+    (_file(FRAMES, [_sampled([[0, 9]], [0.01])]),
+     "profile 0 has a sample that is not a list of frame indices below 4"),
+    (_file(FRAMES, [_sampled([[0, -1]], [0.01])]),
+     "profile 0 has a sample that is not a list of frame indices below 4"),
+    (_file(FRAMES, [_sampled([[0]], [-0.01])]),
+     "profile 0 has a weight that is not a finite number >= 0"),
+    (_file(FRAMES, [_sampled([[0]], [float("nan")])]), "not valid JSON"),
+    (_file(FRAMES, [_sampled([[0], [1]], [0.01])]),
+     "profile 0 has no samples with a weight each"),
+    (_file([{"name": 7, "file": "x.py", "line": 1}], [_sampled([[0]], [0.01])]),
+     "frame 0 is not a speedscope frame"),
+    (_file(FRAMES, [{**_sampled([[0]], [1]), "unit": "furlongs"}]),
+     "profiles in units ['furlongs']"),
+    ({"$schema": SCHEMA, "profiles": []}, "not a speedscope file (no shared.frames)"),
+])
+def test_bad_speedscope_files_are_refused_in_one_line(tmp_path, document, said):
+    path = tmp_path / "bad.json"
+    _write(path, document)
+    out = tmp_path / "run"
+    done = profile_all("ingest", path, "-o", out)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], done.stderr
+    assert not out.exists() and not list(tmp_path.glob(".run*"))
+
+
+def test_a_name_beyond_max_field_is_refused(tmp_path):
+    frames = [{"name": "f" * 5000, "file": "a.py", "line": 1}]
+    path = tmp_path / "long.json"
+    _write(path, _file(frames, [_sampled([[0]], [0.01])]))
+    done = profile_all("ingest", path, "--max-field", "1K", "-o", tmp_path / "run")
+    assert done.returncode == 2
+    assert "frame 0's name is 4.88 Ki characters long, over the 1 Ki characters a field " \
+           "may hold (--max-field)" in done.stderr
