@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python scripts/bench/compare_noise.py
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/fast_by_default.py
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/torch_profiler_cost.py
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/sampling_overhead.py
 
 # every GPU path end to end with a verdict table; on a machine without CUDA: what it skipped
 gpu-check: install

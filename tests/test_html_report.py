@@ -117,17 +117,35 @@ def recursive_run(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("which", ["speed", "recursive"])
-def test_the_call_tree_draws_in_a_real_browser(which, run_dir, recursive_run, tmp_path):
-    """The cProfile icicle is drawn, a box a node, and plotly.js says nothing (it refuses,
-    with a console warning and a blank chart, a node smaller than its children)."""
-    folder = run_dir if which == "speed" else recursive_run
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory):
+    """py-spy's samples of a script, whole: its call tree is drawn as a flame graph."""
+    out = tmp_path_factory.mktemp("html") / "sampled"
+    done = profile_all("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
+                       "--py-spy-rate", "200", "-o", out, "--", "30")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("which", ["speed", "recursive", "sampled"])
+def test_the_call_tree_draws_in_a_real_browser(which, run_dir, recursive_run, sampled_run,
+                                               tmp_path):
+    """cProfile's icicle and py-spy's flame graph are drawn, a box a node, offline, and
+    plotly.js says nothing (it refuses, with a console warning and a blank chart, a node
+    smaller than its children)."""
+    folder = {"speed": run_dir, "recursive": recursive_run, "sampled": sampled_run}[which]
     page = (folder / "report.html").read_text()
     figures = _chart_data(page)
     [index] = [i for i, f in enumerate(figures) if f["data"][0]["type"] == "icicle"]
     nodes = len(figures[index]["data"][0]["ids"])
     root = figures[index]["data"][0]["labels"][0]
-    assert root.endswith(":1(<module>)") and "profile_all" not in root, root
+    if which == "sampled":  # a flame graph: the thread at the bottom, the script on it
+        assert figures[index]["layout"]["title"]["text"].startswith("Flame graph, sampled")
+        assert figures[index]["data"][0]["tiling"] == {"orientation": "v", "flip": "y"}
+        assert root == "thread MainThread"
+        assert figures[index]["data"][0]["labels"][1].endswith(":1(<module>)")
+    else:
+        assert root.endswith(":1(<module>)") and "profile_all" not in root, root
     console: list[str] = []
     title = _in_chromium(page, """
 setTimeout(function () {
