@@ -96,9 +96,9 @@ def test_sampled_lines_sit_beside_the_functions(two_costs):
 
 def test_native_frames_show_torch_s_cpp_under_backward(tmp_path):
     run = tmp_path / "run"
-    done = profile_all("run", EXAMPLES / "train_mlp.py", "-b", "py-spy", "--native",
-                       "--pass-steps", "all", "-o", run, "--", "--steps", "60",
-                       env={"OMP_NUM_THREADS": "1"})
+    done = profile_all("run", EXAMPLES / "train_cnn.py", "-b", "py-spy", "--native",
+                       "--py-spy-rate", "200", "--pass-steps", "all", "-o", run, "--",
+                       "--steps", "20", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     calls = pa.load(run).frame
     calls = calls[calls["scope"] == "call"]
