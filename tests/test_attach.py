@@ -47,11 +47,11 @@ class Loop:
 
 @pytest.fixture(scope="module")
 def attached(tmp_path_factory):
-    """A listening loop (it calls pa.step()), attached to for 3 s."""
+    """A listening loop (it calls pa.step()), attached to for 2 s."""
     tmp_path = tmp_path_factory.mktemp("attach")
     with Loop(tmp_path) as loop:
         time.sleep(0.5)
-        done = profile_all("attach", loop.pid, "--duration", "3", "-o", tmp_path / "run")
+        done = profile_all("attach", loop.pid, "--duration", "2", "-o", tmp_path / "run")
         alive = loop.process.poll() is None
         out = loop.finish()
     return done, alive, out, tmp_path / "run", loop.pid
@@ -69,7 +69,7 @@ def test_attach_samples_a_running_loop_without_stopping_it(attached):
     assert any("torch/" in name for name in hottest), hottest
     run_rows = report.frame[report.frame["scope"] == "run"].set_index(["backend", "metric"])
     wall = run_rows.loc[("os", "wall_time"), "value"]
-    assert 2.5 < wall < 10 and run_rows.loc[("os", "cpu_time"), "value"] > 0
+    assert 1.5 < wall < 10 and run_rows.loc[("os", "cpu_time"), "value"] > 0
     assert run_rows.loc[("memory", "peak_rss"), "value"] > 50 * 2**20
     names = {a.path for a in report.meta.artifacts}
     assert {"artifacts/py_spy.speedscope.json", "artifacts/py_spy.svg"} <= names

@@ -20,8 +20,8 @@ def two_costs(tmp_path_factory):
     pass whole."""
     run = tmp_path_factory.mktemp("two") / "run"
     done = profile_all("run", TARGETS / "two_costs.py", "-b", "wallclock", "-b", "py-spy",
-                       "-b", "cprofile", "--pass-steps", "all", "--py-spy-rate", "100",
-                       "-o", run, "--", "150", env={"OMP_NUM_THREADS": "1"})
+                       "-b", "cprofile", "--pass-steps", "all", "--py-spy-rate", "200",
+                       "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     return pa.load(run)
 
