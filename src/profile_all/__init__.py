@@ -228,7 +228,7 @@ def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
     from profile_all.runner import attach_report
     from profile_all.runs.folder import RunDirectory
 
-    duration = validate.positive("duration", duration)
+    duration = validate.seconds("duration (--duration)", duration)
     validate.whole("rate", rate, 1, 1000)
     if torch_steps is not None:
         validate.whole("torch_steps", torch_steps, 1)

@@ -87,6 +87,8 @@ class PySpy(Backend):
         from profile_all.readers.sampled_rows import idle_row, sampled_rows
         from profile_all.readers.speedscope import read_speedscope
 
+        if not self._recorder.output.is_file():  # py-spy failed as it stopped: said
+            return Collected()
         rows = sampled_rows(read_speedscope(self._recorder.output), 1 / self._rate,
                             self.options.get("lines", []), root_pid=os.getpid())
         if not self.options.get("idle"):  # waiting threads were not sampled

@@ -29,7 +29,7 @@ BINARY_VARIABLE = "PROFILE_ALL_PY_SPY"
 #: what py-spy prints once it samples
 SAMPLING = "Sampling process"
 _PR_SET_PTRACER = 0x59616D61
-_PR_SET_PTRACER_ANY = -1
+_ANY = -1  # PR_SET_PTRACER_ANY
 _CAP_SYS_PTRACE = 19
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 FIX = ("let it read other processes: run as root (sudo), lower Yama's ptrace_scope (sudo "
@@ -88,14 +88,10 @@ def why_not(of_own_child: bool) -> str:
 
 
 def allow_reader(pid: int) -> None:
-    """Let process `pid` (py-spy) read this one where Yama allows only ancestors (Linux)."""
+    """Let process `pid` (py-spy; _ANY: any process of this user's; 0: none beyond what
+    Yama allows) read this one where Yama allows only ancestors (Linux)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PTRACER, pid, 0, 0, 0)
-
-
-def _allow_any() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PTRACER, _PR_SET_PTRACER_ANY, 0, 0, 0)
 
 
 class Recorder:
@@ -115,12 +111,17 @@ class Recorder:
         """Start py-spy and return once it samples; ProfileAllError with its reason when
         it stops first, or says nothing for `patience` seconds."""
         if self.own:
-            _allow_any()  # until py-spy's pid is known, then only py-spy
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
-        if self.own:
-            allow_reader(self.process.pid)
+            allow_reader(_ANY)  # until py-spy's pid is known, then only py-spy
+        try:
+            with self.log.open("wb") as log:
+                self.process = subprocess.Popen(
+                    self.command, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as error:
+            raise ProfileAllError(f"py-spy could not start: {error}") from None
+        finally:
+            if self.own:  # py-spy alone, or no one where it did not start
+                allow_reader(self.process.pid if self.process is not None else 0)
         deadline = time.monotonic() + patience
         while SAMPLING not in self.said():
             if self.process.poll() is not None:
