@@ -30,6 +30,8 @@ from profile_all.rows import Facts
 
 DEFAULT_RATE = 50
 MAX_RATE = 1000
+#: fewer samples than this are said to give rough estimates
+FEW_SAMPLES = 100
 
 
 class PySpy(Backend):
@@ -93,6 +95,12 @@ class PySpy(Backend):
                             self.options.get("lines", []), root_pid=os.getpid())
         if not self.options.get("idle"):  # waiting threads were not sampled
             rows.append(idle_row(rows, self._wall))
+        taken = sum(r[5] for r in rows if r[:2] == ["run", "run"] and r[3] == "samples")
+        if taken < FEW_SAMPLES:
+            self.notes.append(
+                f"py-spy took {taken:.0f} samples in {self._wall:.2g} s at {self._rate} a "
+                "second: its estimates are rough (see each one's ±); --pass-steps all or a "
+                "higher --py-spy-rate gives more")
         unread = self._recorder.unread()
         if unread and unread[0]:
             self.notes.append(f"py-spy could not read {unread[0]} of {sum(unread)} samples "

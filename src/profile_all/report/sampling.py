@@ -20,6 +20,8 @@ from profile_all.rows import Facts
 
 #: the 95% normal quantile
 Z95 = 1.96
+#: fewer samples than this give shares too rough (±10 points at 50%) to compare
+MIN_SAMPLES = 100
 SAMPLED_COLUMNS = ["name", "process", "samples", "self_samples", "self_time", "self_error",
                    "cumulative_time", "share", "share_error"]
 SIDE_BY_SIDE_COLUMNS = ["name", "traced_share", "sampled_share", "difference",
@@ -62,7 +64,7 @@ def traced_vs_sampled(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFr
     """A row per function both a tracer and a sampler saw in the target's process: each
     one's share of the run (the function's cumulative time over the largest, the root's),
     the difference in points, the sampled share's 95% error; the differences that most
-    pass that error first."""
+    pass that error first. Empty where the sampler took fewer than MIN_SAMPLES."""
     sampled = sampled_backends(facts)
     functions = frame[(frame["scope"] == "function") & (frame["metric"] == "cumulative_time")
                       & (frame["parent"] == "")]
@@ -75,6 +77,8 @@ def traced_vs_sampled(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFr
     counts = frame[(frame["backend"] == samplers[0]) & (frame["scope"] == "function")
                    & (frame["metric"] == "samples") & (frame["parent"] == "")]
     counts = counts.groupby("name")["value"].sum()
+    if counts.max() < MIN_SAMPLES:  # shares too rough to set beside measured ones
+        return pd.DataFrame(columns=SIDE_BY_SIDE_COLUMNS)
     table = pd.DataFrame({"traced_time": traced, "sampled_time": sampled_time}).dropna()
     table["samples"] = counts.reindex(table.index)
     table["traced_share"] = table["traced_time"] / traced.max()
