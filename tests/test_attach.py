@@ -178,3 +178,43 @@ def test_another_user_s_process_is_refused(tmp_path):
         loop.finish()
     assert done.returncode == 2, done.stderr
     assert f"process {loop.pid} belongs to another user (uid 0)" in done.stderr
+
+
+def test_a_stopped_process_and_a_second_attach_are_refused(tmp_path):
+    with Loop(tmp_path) as loop:
+        os.kill(loop.pid, signal.SIGSTOP)
+        try:
+            stopped = profile_all("attach", loop.pid, "--duration", "1", "-o", tmp_path / "a")
+        finally:
+            os.kill(loop.pid, signal.SIGCONT)
+        first = subprocess.Popen(
+            [sys.executable, "-m", "profile_all", "attach", str(loop.pid), "--duration", "3",
+             "--torch-steps", "0", "-o", str(tmp_path / "first")], stderr=subprocess.PIPE,
+            text=True)
+        assert "sampling process" in first.stderr.readline()
+        second = profile_all("attach", loop.pid, "--duration", "1", "-o", tmp_path / "second")
+        _out, first_err = first.communicate(timeout=60)
+        loop.finish()
+    assert stopped.returncode == 2
+    assert f"process {loop.pid} is stopped (Ctrl-Z, SIGSTOP" in stopped.stderr
+    assert f"kill -CONT {loop.pid}" in stopped.stderr
+    assert second.returncode == 2, second.stderr
+    assert f"another profile-all attach is sampling process {loop.pid}" in second.stderr
+    assert first.returncode == 0, first_err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "second").exists()
+
+
+def test_a_listening_process_s_files_are_gone_with_it(tmp_path):
+    """A listener killed by SIGTERM (no atexit) leaves its marker; the next process that
+    listens clears the files of processes that are gone."""
+    from profile_all import on_demand
+
+    with Loop(tmp_path) as loop:
+        marker = on_demand.folder() / f"{loop.pid}.json"
+        assert marker.exists()
+        loop.process.terminate()
+        loop.process.wait()
+    assert marker.exists()
+    with Loop(tmp_path, limit=0.5) as again:
+        again.process.wait(60)
+    assert not marker.exists()

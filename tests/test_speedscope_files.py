@@ -63,7 +63,9 @@ def test_a_speedscope_file_of_another_machine_is_read(tmp_path):
     (_file(FRAMES, [_sampled([[0, -1]], [0.01])]),
      "profile 0 has a sample that is not a list of frame indices below 4"),
     (_file(FRAMES, [_sampled([[0]], [-0.01])]),
-     "profile 0 has a weight that is not a finite number >= 0"),
+     "profile 0 has a weight that is not a number from 0 to 3600 (-0.01): not a sample's"),
+    (_file(FRAMES, [_sampled([[0]], [1e308])]),
+     "profile 0 has a weight that is not a number from 0 to 3600 (1e+308)"),
     (_file(FRAMES, [_sampled([[0]], [float("nan")])]), "not valid JSON"),
     (_file(FRAMES, [_sampled([[0], [1]], [0.01])]),
      "profile 0 has no samples with a weight each"),
@@ -92,3 +94,16 @@ def test_a_name_beyond_max_field_is_refused(tmp_path):
     assert done.returncode == 2
     assert "frame 0's name is 4.88 Ki characters long, over the 1 Ki characters a field " \
            "may hold (--max-field)" in done.stderr
+
+
+def test_a_stack_deep_enough_to_hurt_is_read_in_bounded_memory(tmp_path):
+    """One sample 200,000 frames deep (600 KB): every prefix of it held took 23 GB; the
+    call tree now keeps 256 levels, a node each."""
+    frames = [{"name": "f", "file": "a.py", "line": 1}, {"name": "g", "file": "a.py",
+                                                         "line": 2}]
+    path = tmp_path / "deep.json"
+    _write(path, _file(frames, [_sampled([[i % 2 for i in range(200_000)]], [0.01])]))
+    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
+    assert len(calls) == 256  # 256 levels: the thread, then 255 frames

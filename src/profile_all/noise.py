@@ -19,10 +19,14 @@ a test of run-to-run change (`tested` is False).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+#: how a set of values is summed up: np.median, or np.mean
+Centre = Callable[..., Any]
 
 #: blocks a run's calls are cut into
 BLOCKS = 5
@@ -30,13 +34,13 @@ BLOCKS = 5
 CALLS_PER_BLOCK = 3
 
 
-def units(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    """A run's units: the medians of its BLOCKS contiguous blocks of calls, or the calls
-    themselves when there are too few for blocks."""
+def units(values: Sequence[float] | np.ndarray, centre: Centre = np.median) -> np.ndarray:
+    """A run's units: the `centre` (median) of its BLOCKS contiguous blocks of calls, or
+    the calls themselves when there are too few for blocks."""
     values = np.asarray(values, dtype=float)
     if len(values) < BLOCKS * CALLS_PER_BLOCK:
         return values
-    return np.array([np.median(block) for block in np.array_split(values, BLOCKS)])
+    return np.array([centre(block) for block in np.array_split(values, BLOCKS)])
 
 
 @dataclass
@@ -75,17 +79,18 @@ class Ratio:
         return "no change"
 
 
-def _centres(runs: Sequence[np.ndarray]) -> np.ndarray:
-    return np.array([np.median(units(run)) for run in runs])
+def _centres(runs: Sequence[np.ndarray], centre: Centre) -> np.ndarray:
+    return np.array([centre(units(run, centre)) for run in runs])
 
 
 def _within_runs(a: Sequence[np.ndarray], b: Sequence[np.ndarray], confidence: float,
-                 resamples: int, rng: np.random.Generator) -> tuple[float, float]:
-    """One run a side: a bootstrap of the ratio of medians over each run's units."""
-    units_a, units_b = units(a[0]), units(b[0])
+                 resamples: int, rng: np.random.Generator,
+                 centre: Centre) -> tuple[float, float]:
+    """One run a side: a bootstrap of the ratio of centres over each run's units."""
+    units_a, units_b = units(a[0], centre), units(b[0], centre)
     pick_a = rng.integers(0, len(units_a), size=(resamples, len(units_a)))
     pick_b = rng.integers(0, len(units_b), size=(resamples, len(units_b)))
-    ratios = np.median(units_b[pick_b], axis=1) / np.median(units_a[pick_a], axis=1) - 1
+    ratios = centre(units_b[pick_b], axis=1) / centre(units_a[pick_a], axis=1) - 1
     tail = (1 - confidence) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
     return float(low), float(high)
@@ -114,9 +119,12 @@ def _between_runs(logs_a: np.ndarray, logs_b: np.ndarray,
 
 def median_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *,
                  confidence: float = 0.95, resamples: int = 2000,
-                 rng: np.random.Generator | None = None) -> Ratio:
-    """The change from `a` to `b`, each a list of runs' values in call order."""
-    centres_a, centres_b = _centres(a), _centres(b)
+                 rng: np.random.Generator | None = None,
+                 centre: Centre = np.median) -> Ratio:
+    """The change from `a` to `b`, each a list of runs' values in call order. `centre`:
+    np.mean where what is measured falls on some calls only and is to be counted (a
+    sampler's pauses), rather than left out as the median leaves out outliers."""
+    centres_a, centres_b = _centres(a, centre), _centres(b, centre)
     blocked = all(len(run) >= BLOCKS * CALLS_PER_BLOCK for run in [*a, *b])
     centre_a = float(np.exp(np.log(centres_a).mean()))
     centre_b = float(np.exp(np.log(centres_b).mean()))
@@ -124,6 +132,6 @@ def median_ratio(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *,
         low, high = _between_runs(np.log(centres_a), np.log(centres_b), confidence)
     else:
         rng = rng if rng is not None else np.random.default_rng(0)
-        low, high = _within_runs(a, b, confidence, resamples, rng)
+        low, high = _within_runs(a, b, confidence, resamples, rng, centre)
     return Ratio(centre_b / centre_a - 1, centre_a, centre_b, low, high, len(a), len(b),
                  blocked)

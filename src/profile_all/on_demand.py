@@ -50,9 +50,9 @@ def trace_path(pid: int, uid: int | None = None) -> Path:
     return folder(uid) / f"{pid}.trace.json"
 
 
-def _own_folder() -> Path | None:
-    """The listen folder, made if need be; None where it is not this user's alone (another
-    user made it first: requests read from it could not be trusted)."""
+def own_folder() -> Path | None:
+    """This user's listen folder, made if need be; None where it is not this user's alone
+    (another user made it first: requests read from it could not be trusted)."""
     where = folder()
     try:
         where.mkdir(mode=0o700, exist_ok=True)
@@ -87,9 +87,10 @@ def listen(marks_steps: bool = False) -> bool:
             or threading.current_thread() is not threading.main_thread()
             or signal.getsignal(SIGNAL) not in (signal.SIG_DFL, None)):
         return False
-    where = _own_folder()
+    where = own_folder()
     if where is None:
         return False
+    _forget_the_dead(where)
     try:
         (where / f"{os.getpid()}.json").write_text(json.dumps(
             {"pid": os.getpid(), "start": start_time(os.getpid()),
@@ -113,6 +114,20 @@ def stepped() -> None:
         listen(marks_steps=True)
     elif _window is not None and _marks_steps:
         _window.step()
+
+
+def _forget_the_dead(where: Path) -> None:
+    """The files of processes that listened and are gone (a SIGTERM skips atexit): a
+    marker whose pid runs no more, or runs another process (its start time differs)."""
+    for marker in where.glob("*.json"):
+        pid = marker.name.split(".")[0]
+        if not pid.isdigit() or marker.name != f"{pid}.json":
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(marker.read_text()).get("start") == start_time(int(pid)):
+                continue
+            for stale in where.glob(f"{pid}.*"):
+                stale.unlink()
 
 
 def _unlisten() -> None:

@@ -87,12 +87,14 @@ UNIT_OF_METRIC = {
     # steps left out of per-step statistics (the first; those that compiled)
     "excluded_calls": "count",
     # a sampling profiler's (Facts.sampled): stacks seen, those where a function was the
-    # innermost frame, the time between two samples, and a thread's or process's time
-    # on the CPU (its samples) and off it (idle: its wall time less its samples)
+    # innermost frame, the time between two samples, and a thread's time on the CPU (its
+    # samples, where only running threads were sampled) and off it (idle: its wall time
+    # less its samples)
     "samples": "count",
     "self_samples": "count",
     "sample_interval": "s",
     "active_time": "s",
+    "sampled_time": "s",  # what a thread's samples stand for, idle ones among them
     "idle_time": "s",
     # a process's threads, as the OS counts them (profile-all attach)
     "threads": "count",

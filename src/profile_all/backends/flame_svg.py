@@ -11,6 +11,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from profile_all.rows import call_path
+from profile_all.units import code_path
 
 WIDTH = 1200
 ROW = 16
@@ -20,11 +21,13 @@ MIN_WIDTH = 0.3
 _CHARACTER = 0.6 * FONT  # the width of a character of the font, about
 
 
-def flame_svg(calls: Iterable[list[Any]], title: str, unit: str = "s") -> str:
-    """`calls`: rows of scope `call` (scope, name, parent, metric, stat, value, unit)."""
+def flame_svg(calls: Iterable[list[Any]], title: str, unit: str = "s", cwd: str = "") -> str:
+    """`calls`: rows of scope `call` (scope, name, parent, metric, stat, value, unit); each
+    box named as the report's tables name code (installed packages from the package)."""
     children: dict[str, list[tuple[str, str, float]]] = {}
     for _scope, name, parent, _metric, _stat, value, _unit in calls:
-        children.setdefault(parent, []).append((call_path(parent, name), name, value))
+        children.setdefault(parent, []).append((call_path(parent, name),
+                                                 code_path(name, cwd), value))
     roots = sorted(children.get("", []), key=lambda node: node[1])
     total = sum(value for _node, _name, value in roots)
     depth = _depth(children)

@@ -86,21 +86,27 @@ class PySpy(Backend):
         self._recorder.stop()
 
     def collect(self, ctx: PassContext) -> Collected:
-        from profile_all.readers.sampled_rows import idle_row, sampled_rows
+        from profile_all.readers.sampled_rows import idle_row, sampled_rows, unheard_lines
         from profile_all.readers.speedscope import read_speedscope
 
         if not self._recorder.output.is_file():  # py-spy failed as it stopped: said
             return Collected()
         rows = sampled_rows(read_speedscope(self._recorder.output), 1 / self._rate,
-                            self.options.get("lines", []), root_pid=os.getpid())
+                            self.options.get("lines", []), root_pid=os.getpid(),
+                            on_cpu=not self.options.get("idle"))
         if not self.options.get("idle"):  # waiting threads were not sampled
             rows.append(idle_row(rows, self._wall))
         taken = sum(r[5] for r in rows if r[:2] == ["run", "run"] and r[3] == "samples")
+        more = "--pass-steps all or a higher --py-spy-rate gives more"
+        if not taken:  # nothing to show: no native file either
+            self.losses.append(f"py-spy took no sample of the target in its {self._wall:.2g} s "
+                               f"at {self._rate} a second: {more}")
+            return Collected(rows)
         if taken < FEW_SAMPLES:
             self.notes.append(
                 f"py-spy took {taken:.0f} samples in {self._wall:.2g} s at {self._rate} a "
-                "second: its estimates are rough (see each one's ±); --pass-steps all or a "
-                "higher --py-spy-rate gives more")
+                f"second: its estimates are rough (see each one's ±); {more}")
+        self.notes += unheard_lines(rows, self.options.get("lines", []))
         unread = self._recorder.unread()
         if unread and unread[0]:
             self.notes.append(f"py-spy could not read {unread[0]} of {sum(unread)} samples "
@@ -109,7 +115,7 @@ class PySpy(Backend):
         shutil.move(self._recorder.output, speedscope)
         svg = ctx.artifact_path("py_spy.svg")
         svg.write_text(flame_svg([r for r in rows if r[0] == "call"],
-                                 f"py-spy, {self._rate} samples a second"))
+                                 f"py-spy, {self._rate} samples a second", cwd=os.getcwd()))
         folder = ctx.artifacts_dir.name
         return Collected(rows, [
             Artifact(self.name, f"{folder}/{speedscope.name}", "speedscope",

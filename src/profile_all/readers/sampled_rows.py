@@ -38,11 +38,16 @@ from profile_all.rows import call_path, row
 #: call tree (its time stays in its caller's box)
 MIN_SHARE = 0.002
 MAX_NODES = 2000
+#: the call tree holds this many frames of a stack at most (a recursion, or a file made to
+#: hurt: 200,000 frames in one sample held every prefix of the stack, 23 GB)
+MAX_DEPTH = 256
 #: line rows for this many of the user's functions (the most cumulative time first)
 LINE_FUNCTIONS = 10
 _OWN = re.compile(r"(^|[/\\])profile_all[/\\]")
 _MARK = re.compile(r"(^|[/\\])profile_all[/\\]runner[/\\]inside[/\\]pass_run\.py$")
 _OWN_THREADS = "profile-all-"
+#: a native frame py-spy could not name: its address (a library's addresses are one row)
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+( \(.*\))?$")
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,8 @@ def _is_python(frame: Frame) -> bool:
 def _name(frame: Frame) -> Named:
     if not _is_python(frame):  # `symbol (library)`, as py-spy prints native frames
         library = frame.file.replace("\\", "/").rpartition("/")[2]
-        named = f"{frame.name} ({library})" if library and library not in frame.name \
-            else frame.name
+        symbol = "(unresolved)" if _ADDRESS.match(frame.name) else frame.name
+        named = f"{symbol} ({library})" if library and library not in symbol else symbol
         return Named(named, False, False, frame.file, frame.line)
     short = frame.name.rsplit(".", 1)[-1]
     start = first_line(frame.file, frame.name, frame.line)
@@ -125,7 +130,7 @@ class _Gathered:
 
     per_unit: float | None  # seconds a unit of weight is; None: no time, counts only
     tallies: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
-    tree: Counter = field(default_factory=Counter)
+    tree: _Tree = field(default_factory=lambda: _Tree())
     threads: Counter = field(default_factory=Counter)
     thread_seconds: Counter = field(default_factory=Counter)
 
@@ -135,19 +140,20 @@ class _Gathered:
         self.threads[label] += count
         self.thread_seconds[label] += seconds
         _add(self.tallies[process], stack, count, seconds)
-        path = (f"thread {label}", *(named.function for named in stack))
-        for depth in range(1, len(path) + 1):
-            self.tree[path[:depth]] += seconds if self.per_unit is not None else count
+        self.tree.add([f"thread {label}", *(named.function for named in stack)],
+                      seconds if self.per_unit is not None else count)
 
 
 def sampled_rows(profile: SampledProfile, interval: float | None = None,
-                 named_lines: Iterable[str] = (), root_pid: int | None = None
-                 ) -> list[list[Any]]:
+                 named_lines: Iterable[str] = (), root_pid: int | None = None,
+                 on_cpu: bool = False) -> list[list[Any]]:
     """The profile's rows; `interval`: the seconds between two samples where the file's
     weights count samples (py-spy's rate, known to the backend that ran it);
     `named_lines`: functions (`module:function`) whose lines get rows whatever their
     share; `root_pid`: the process sampled (the others are its children), else the one
-    that ran profile-all's target, else the file's first."""
+    that ran profile-all's target, else the file's first; `on_cpu`: the samples are of
+    running threads only (py-spy without --idle), so a thread's are its time on the CPU
+    (`active_time`; else `sampled_time`)."""
     per_unit = profile.seconds_per_unit if profile.seconds_per_unit is not None else interval
     cut = _Cut.of(profile.frames)
     names = [_name(frame) for frame in profile.frames]
@@ -160,7 +166,8 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
         label = f"{process} {thread.name}".strip() or "thread"
         for kept, count, weight in _kept(thread, cut):
             gathered.add(process, label, [names[i] for i in kept], count, weight)
-    rows = _run_rows(gathered.threads, gathered.thread_seconds, per_unit, interval, profile)
+    rows = _run_rows(gathered.threads, gathered.thread_seconds, per_unit, interval, profile,
+                     on_cpu)
     for process, tally in gathered.tallies.items():
         rows += _function_rows(tally, process, per_unit is not None)
         if not process:
@@ -210,7 +217,8 @@ def _add(tally: _Tally, stack: list[Named], count: int, seconds: float) -> None:
 
 
 def _run_rows(threads: Counter, thread_seconds: Counter, per_unit: float | None,
-              interval: float | None, profile: SampledProfile) -> list[list[Any]]:
+              interval: float | None, profile: SampledProfile, on_cpu: bool
+              ) -> list[list[Any]]:
     rows = [row("run", "run", "samples", sum(threads.values()))]
     if interval is not None or (profile.seconds_per_unit is not None and threads):
         rows.append(row("run", "run", "sample_interval", interval if interval is not None
@@ -218,7 +226,8 @@ def _run_rows(threads: Counter, thread_seconds: Counter, per_unit: float | None,
     for label, count in threads.items():
         rows.append(row("thread", label, "samples", count))
         if per_unit is not None:
-            rows.append(row("thread", label, "active_time", thread_seconds[label]))
+            rows.append(row("thread", label, "active_time" if on_cpu else "sampled_time",
+                            thread_seconds[label]))
     return rows
 
 
@@ -264,31 +273,72 @@ def _named(function: str, named: set[str]) -> bool:
         spec.rpartition(":")[0].rpartition(".")[2] == stem) for spec in named)
 
 
-def _call_rows(tree: Counter, metric: str) -> list[list[Any]]:
+class _Tree:
+    """Call paths as a tree of nodes (a node a path, held once however many samples pass
+    through it), at most MAX_DEPTH deep: a frame deeper than that is its caller's time."""
+
+    def __init__(self) -> None:
+        self.parent: list[int] = [-1]  # node 0: the root above every thread
+        self.name: list[str] = [""]
+        self.value: list[float] = [0.0]
+        self._child: dict[tuple[int, str], int] = {}
+
+    def add(self, path: list[str], value: float) -> None:
+        node = 0
+        for name in path[:MAX_DEPTH]:
+            child = self._child.get((node, name))
+            if child is None:
+                child = self._child[(node, name)] = len(self.name)
+                self.parent.append(node)
+                self.name.append(name)
+                self.value.append(0.0)
+            self.value[child] += value
+            node = child
+
+    def path_of(self, node: int) -> str:
+        names = []
+        while node > 0:
+            names.append(self.name[node])
+            node = self.parent[node]
+        parent = ""
+        for name in reversed(names):
+            parent = call_path(parent, name)
+        return parent
+
+
+def _call_rows(tree: _Tree, metric: str) -> list[list[Any]]:
     """The call tree as rows of scope `call` (readers/call_tree.py's shape): the heaviest
-    paths, at most MAX_NODES, none under MIN_SHARE of all samples; `metric`: what the
-    tree's values are (seconds, or samples where the file gives no time)."""
-    total = sum(value for path, value in tree.items() if len(path) == 1)
+    paths, at most MAX_NODES, none under MIN_SHARE of all samples (a node is kept only
+    with its caller); `metric`: what the tree's values are (seconds, or samples where the
+    file gives no time)."""
+    total = sum(value for node, value in enumerate(tree.value) if tree.parent[node] == 0)
     if not total:
         return []
-    kept = [path for path, value in sorted(tree.items(), key=lambda item: (-item[1],
-                                                                          len(item[0])))
-            if value >= MIN_SHARE * total][:MAX_NODES]
-    kept_set = set(kept)
+    heaviest = sorted(range(1, len(tree.value)), key=lambda node: -tree.value[node])
+    kept: set[int] = {0}
     rows = []
-    for path in kept:
-        if path[:-1] and path[:-1] not in kept_set:
+    for node in heaviest:  # a caller holds at least its callees: it comes first
+        if len(rows) >= MAX_NODES or tree.value[node] < MIN_SHARE * total:
+            break
+        if tree.parent[node] not in kept:
             continue
-        parent = ""
-        for name in path[:-1]:
-            parent = call_path(parent, name)
-        rows.append(row("call", path[-1], metric, tree[path], parent=parent))
+        kept.add(node)
+        rows.append(row("call", tree.name[node], metric, tree.value[node],
+                        parent=tree.path_of(tree.parent[node])))
     return rows
 
 
+def unheard_lines(rows: list[list[Any]], named_lines: Iterable[str]) -> list[str]:
+    """What to say of the functions named for line rows that no sample saw."""
+    lined = {measured[2] for measured in rows if measured[0] == "line"}
+    return [f"--py-spy-lines {spec}: no sample saw that function (its module's file stem "
+            "and its name; was it called?)" for spec in named_lines
+            if not any(_named(parent, {spec}) for parent in lined)]
+
+
 def idle_row(rows: list[list[Any]], wall: float, thread: str = "MainThread") -> list[Any]:
-    """`thread`'s time off the CPU: its wall time less its samples' (py-spy samples the
-    threads that run unless asked for idle ones too)."""
+    """`thread`'s time off the CPU: its wall time less its time on it (`on_cpu` rows:
+    py-spy sampled the threads that ran)."""
     active = sum(measured[5] for measured in rows if measured[:2] == ["thread", thread]
                  and measured[3] == "active_time")
     return row("thread", thread, "idle_time", max(wall - active, 0.0))

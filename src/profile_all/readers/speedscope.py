@@ -12,7 +12,6 @@ open and close events) are not samples, and are refused.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from profile_all.readers.trace_bytes import read_bytes
 
 #: an ingest's peak memory per byte of the file (orjson's objects for its lists of ints)
 PEAK_PER_BYTE = 12
+#: the most one sample may stand for: an hour, or (weights without a unit) a billion
+MAX_SAMPLE_SECONDS, MAX_SAMPLE_COUNT = 3600.0, 1e9
 #: seconds per unit of a profile's weights; "none": the weights count samples
 _SECONDS = {"seconds": 1.0, "milliseconds": 1e-3, "microseconds": 1e-6, "nanoseconds": 1e-9,
             "none": None}
@@ -70,8 +71,13 @@ class SampledProfile:
 def read_speedscope(path: Path) -> SampledProfile:
     """The file's sampled profiles, every field checked: one line (IngestError) for a file
     that is not what the format says, or beyond the readers' limits."""
-    data = read_bytes(path)
+    import psutil
+
     bound = limits.current()
+    # unpacked no further than reading it could hold: a bomb stops as it passes that
+    fitting = int(0.8 * psutil.virtual_memory().available / PEAK_PER_BYTE)
+    with limits.applied(max_unpacked=min(bound.max_unpacked, max(fitting, 1))):
+        data = read_bytes(path)
     bound.fits_memory(path, len(data), PEAK_PER_BYTE)
     try:
         document = orjson.loads(data)
@@ -85,10 +91,12 @@ def read_speedscope(path: Path) -> SampledProfile:
     if len(units) > 1 or not units <= set(_SECONDS):
         raise IngestError(f"{path}: profiles in units {sorted(map(str, units))}: one of "
                           f"{', '.join(_SECONDS)} is read")
-    threads = [_thread(path, position, profile, len(frames), bound)
+    per_unit = _SECONDS[next(iter(units))] if units else 1.0
+    heaviest = MAX_SAMPLE_SECONDS / per_unit if per_unit else MAX_SAMPLE_COUNT
+    threads = [_thread(path, position, profile, len(frames), bound, heaviest)
                for position, profile in enumerate(document["profiles"])]
     exporter = document.get("exporter")
-    return SampledProfile(frames, threads, _SECONDS[units.pop()] if units else 1.0,
+    return SampledProfile(frames, threads, per_unit,
                           exporter if isinstance(exporter, str) else "")
 
 
@@ -111,7 +119,7 @@ def _frames(path: Path, shared: Any, bound: limits.Limits) -> list[Frame]:
 
 
 def _thread(path: Path, position: int, profile: Any, frames: int,
-            bound: limits.Limits) -> Thread:
+            bound: limits.Limits, heaviest: float) -> Thread:
     _check_profile(path, position, profile)
     name = profile.get("name") if isinstance(profile.get("name"), str) else ""
     bound.field(path, len(name), f"profile {position}'s name")
@@ -124,9 +132,10 @@ def _thread(path: Path, position: int, profile: Any, frames: int,
                 type(index) is int and 0 <= index < frames for index in sample)):
             raise IngestError(f"{path}: profile {position} has a sample that is not a list "
                               f"of frame indices below {frames}")
-        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
+        if not (isinstance(weight, (int, float)) and 0 <= weight <= heaviest):
             raise IngestError(f"{path}: profile {position} has a weight that is not a "
-                              f"finite number >= 0 ({str(weight)[:40]})")
+                              f"number from 0 to {heaviest:g} ({str(weight)[:40]}): not a "
+                              "sample's")
         stack = tuple(sample)
         thread.counts[stack] += 1
         thread.weights[stack] += weight

@@ -15,6 +15,7 @@ import pandas as pd
 
 from profile_all.pass_record import PassRecord
 from profile_all.render.call_icicle import call_icicles
+from profile_all.render.status import since
 from profile_all.rows import DERIVED, region_paths
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def memory_timeline(report: Report) -> Figure | None:
               "marker": {"color": _COLORS[index % len(_COLORS)], "symbol": "square",
                          "size": 12, "opacity": 0.4}}
              for index, name in enumerate(names)]
-    layout = _layout("Memory over time, regions shaded", "seconds since the target started",
+    layout = _layout("Memory over time, regions shaded", since(report),
                      8, shapes=shapes)
     layout["yaxis"] = {"title": {"text": "RSS (MiB)"}, "automargin": True}
     return {"data": data, "layout": layout}
@@ -214,7 +215,7 @@ def region_timeline(report: Report) -> Figure | None:
              "hovertemplate": "%{y}: from %{base:.4f} s, %{x:.4g} s<extra></extra>"}
             for index, (name, one) in enumerate(calls.groupby("name", sort=False))]
     layout = _layout(f"Regions over time ({first['backend']}, pass {first['pass']})",
-                     "seconds since the target started", len(data), barmode="overlay",
+                     since(report), len(data), barmode="overlay",
                      showlegend=False)
     return {"data": data, "layout": layout}
 

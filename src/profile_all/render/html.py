@@ -194,7 +194,9 @@ def body(report: Report, with_charts: bool = False,
 
 
 def render(report: Report, shown: list[sections.Shown] | None = None) -> str:
-    title = _text(f"profile-all: {report.meta.target.get('command', '')}")
+    target = report.meta.target
+    attached = f"attach {target.get('pid')}: " if target.get("kind") == "process" else ""
+    title = _text(f"profile-all {attached}{target.get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title}</title><style>{_CSS}</style></head>\n"

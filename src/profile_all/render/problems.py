@@ -46,8 +46,8 @@ def _pass_problems(summary: PassRecord) -> list[str]:
     lines = []
     if summary.status == "partial":
         lines.append(f"pass {summary.number} ({'+'.join(summary.backends)}) partial: "
-                     "the target ended well, but a backend lost part of what it measured "
-                     "(below)")
+                     "the target ran as it would, but a backend lost part of what it "
+                     "measured (below)")
     elif summary.status != "ok":
         kept = "rows recovered from its journal" if summary.recovered else \
             "rows measured until then are kept"

@@ -166,10 +166,14 @@ def traced_vs_sampled_table(report: Report) -> pd.DataFrame:
 
 def threads_table(report: Report) -> pd.DataFrame:
     view = report.threads()
-    return pd.DataFrame({"thread": view["thread"], "samples": view["samples"].map(fmt.count),
-                         "on the CPU": view["active_time"].map(fmt.seconds),
-                         "idle": view["idle_time"].map(fmt.seconds)}) \
-        if not view.empty else pd.DataFrame()
+    if view.empty:
+        return pd.DataFrame()
+    shown = pd.DataFrame({"thread": view["thread"], "samples": view["samples"].map(fmt.count)})
+    for metric, label in (("active_time", "on the CPU"), ("sampled_time", "sampled"),
+                          ("idle_time", "idle")):
+        if view[metric].notna().any():
+            shown[label] = view[metric].map(fmt.seconds)
+    return shown
 
 
 def operators_table(report: Report) -> pd.DataFrame:

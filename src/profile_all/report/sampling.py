@@ -1,10 +1,11 @@
 """The views of a sampling profiler's rows (Facts.sampled), and of the two kinds of
 function profile side by side.
 
-A sampled time is a count of samples times the interval between them; its 95% error is
-about 1.96 x sqrt(count) samples (a Poisson count), and a share's about 1.96 x sqrt(p (1 -
-p) / n). A traced time (cProfile: every call and return) is measured, but the tracing
-slows each call, so functions that call most look heavier than they are. Where both ran,
+A sampled time is a count of samples times the mean interval between them (py-spy
+samples at random intervals, against aliasing: a count is a Poisson count), so its 95%
+error is about 1.96 x sqrt(count) samples; a share's is the Wilson score interval's. A
+traced time (cProfile: every call and return) is measured, but the tracing slows each
+call, so functions that call most look heavier than they are. Where both ran,
 `traced_vs_sampled` puts each function's share of the run side by side, by cumulative
 time: a function's self time is not comparable (cProfile counts a C function's time as
 that built-in's own, a sample as its Python caller's).
@@ -24,13 +25,39 @@ Z95 = 1.96
 MIN_SAMPLES = 100
 SAMPLED_COLUMNS = ["name", "process", "samples", "self_samples", "self_time", "self_error",
                    "cumulative_time", "share", "share_error"]
+THREAD_COLUMNS = ["thread", "samples", "active_time", "sampled_time", "idle_time"]
 SIDE_BY_SIDE_COLUMNS = ["name", "traced_share", "sampled_share", "difference",
                         "sampled_share_error", "traced_time", "sampled_time", "samples",
                         "traced_by", "sampled_by"]
 
 
+def share_error(share: pd.Series, samples: float | pd.Series) -> pd.Series:
+    """The 95% error of a share of `samples`: the wider side of its Wilson score interval
+    (which, unlike the normal approximation, is not zero at a share of 0 or 1)."""
+    spread = Z95 ** 2 / samples
+    centre = (share + spread / 2) / (1 + spread)
+    half = Z95 * (share * (1 - share) / samples + spread / (4 * samples)).pow(0.5) \
+        / (1 + spread)
+    return pd.concat([(share - (centre - half)).abs(), (centre + half - share).abs()],
+                     axis=1).max(axis=1)
+
+
 def sampled_backends(facts: dict[str, Facts]) -> list[str]:
     return [name for name, said in facts.items() if said.sampled]
+
+
+def function_backends(frame: pd.DataFrame, facts: dict[str, Facts]) -> list[str]:
+    """The backends whose function rows say where a run's time goes, one view only: a
+    sampler's where it took MIN_SAMPLES or more (it did not slow what it saw), else the
+    tracers' (two views side by side said two different things first)."""
+    functions = frame[frame["scope"] == "function"]
+    present = list(dict.fromkeys(functions["backend"]))
+    samplers = [name for name in present if name in sampled_backends(facts)]
+    taken = frame[frame["backend"].isin(samplers[:1]) & (frame["scope"] == "run")
+                  & (frame["metric"] == "samples")]["value"].sum()
+    if samplers and taken >= MIN_SAMPLES:
+        return samplers[:1]
+    return [name for name in present if name not in samplers] or samplers[:1]
 
 
 def _interval(frame: pd.DataFrame, backend: str) -> float:
@@ -55,7 +82,7 @@ def sampled_functions(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFr
     table["self_error"] = Z95 * table["self_samples"].pow(0.5) * interval
     totals = table.groupby("process")["samples"].transform("max")
     table["share"] = table["samples"] / totals
-    table["share_error"] = Z95 * (table["share"] * (1 - table["share"]) / totals).pow(0.5)
+    table["share_error"] = share_error(table["share"], totals)
     return table.sort_values(["self_time", "self_samples"], ascending=False,
                              ignore_index=True)
 
@@ -85,8 +112,7 @@ def traced_vs_sampled(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFr
     table["sampled_share"] = table["sampled_time"] / sampled_time.max()
     table["difference"] = table["traced_share"] - table["sampled_share"]
     total = counts.max()
-    table["sampled_share_error"] = Z95 * (
-        table["sampled_share"] * (1 - table["sampled_share"]) / total).pow(0.5)
+    table["sampled_share_error"] = share_error(table["sampled_share"], total)
     table["traced_by"], table["sampled_by"] = tracers[0], samplers[0]
     table = table.reset_index(names="name")
     # the differences beyond the sampling error first
@@ -102,12 +128,14 @@ def _cumulative(functions: pd.DataFrame, backend: str) -> pd.Series:
 
 def threads(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFrame:
     """A row per thread (and child process's thread) a sampling backend saw: its samples,
-    its time on the CPU and, for the target's thread, its time off it."""
+    its time on the CPU (`active_time`, where only running threads were sampled; else
+    `sampled_time`, the time its samples stand for) and, for the target's thread, its
+    time off the CPU."""
     rows = frame[(frame["scope"] == "thread") & frame["backend"].isin(sampled_backends(facts))]
     if rows.empty:
-        return pd.DataFrame(columns=["thread", "samples", "active_time", "idle_time"])
+        return pd.DataFrame(columns=THREAD_COLUMNS)
     table = rows.pivot_table(index="name", columns="metric", values="value", aggfunc="sum",
                              sort=False).reset_index().rename(columns={"name": "thread"})
     table.columns.name = None
-    return table.reindex(columns=["thread", "samples", "active_time", "idle_time"]) \
+    return table.reindex(columns=THREAD_COLUMNS) \
         .sort_values("samples", ascending=False, ignore_index=True)

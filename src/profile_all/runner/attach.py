@@ -14,13 +14,14 @@ shape of a run's, its target the process (pid, command line, start time, user).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ from profile_all.errors import ProfileAllError, UsageError
 from profile_all.runner.child_processes import Stopped, StopRequests
 from profile_all.runs.folder import RunDirectory
 
-#: seconds a listening process has to write its trace once its window is over
+#: seconds a window's steps may take before it is ended with the steps so far
+WINDOW_WAIT = 60.0
+#: seconds a listening process has to write its trace once its window is ended
 TRACE_GRACE = 30.0
 _SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"
 
@@ -68,13 +71,17 @@ def check_target(pid: Any) -> psutil.Process:
     try:
         process = psutil.Process(pid)
         owner, ours = process.uids().real, os.getuid()
-        if process.status() == psutil.STATUS_ZOMBIE:
+        state = process.status()
+        if state == psutil.STATUS_ZOMBIE:
             raise psutil.NoSuchProcess(pid)
     except psutil.NoSuchProcess:
         raise UsageError(f"no process {pid} is running") from None
     except psutil.AccessDenied:
         raise UsageError(f"process {pid} cannot be read by this user: attach as its user, "
                          "or as root") from None
+    if state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+        raise UsageError(f"process {pid} is stopped (Ctrl-Z, SIGSTOP, or a debugger holds it): "
+                         f"let it go on (kill -CONT {pid}) and attach again")
     if owner != ours and ours != 0:
         raise UsageError(f"process {pid} belongs to another user (uid {owner}): attach as "
                          f"that user, or as root (sudo profile-all attach {pid})")
@@ -87,11 +94,13 @@ def check_target(pid: Any) -> psutil.Process:
 def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, rate: int,
            native: bool, idle: bool, torch_steps: int | None,
            progress: Callable[[str], None] | None = None) -> Attached:
-    """Sample the process for `duration` seconds (less if it ends or a stop comes), told
-    to `progress` once it samples."""
+    """Sample the process for `duration` seconds (less if it ends or a stop comes), then,
+    where it listens, ask it for a torch.profiler window (after the sampling, so that the
+    samples never hold the window's own work); told to `progress` as each begins."""
+    said = progress or (lambda line: None)
     attached = Attached(process.pid, _described(process), run_dir)
     stops = StopRequests()
-    with stops.installed():
+    with stops.installed(), _only_attach(process.pid, run_dir):
         attached.cpu = (_cpu(process), 0.0)
         attached.spy = Recorder(process.pid, run_dir.scratch / "py_spy.json",
                                 run_dir.scratch / "py_spy.log", rate=rate, native=native,
@@ -103,24 +112,46 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
             _stop_memory_sampler(sampler)
             run_dir.discard()
             raise UsageError(_python_or(str(error), process.pid)) from None
-        if progress is not None:
-            progress(f"sampling process {process.pid} ({attached.target['command'][:80]}) "
-                     f"for {duration:g} s; Ctrl-C ends it sooner, keeping what was sampled")
+        said(f"sampling process {process.pid} ({attached.target['command'][:80]}) for "
+             f"{duration:g} s; Ctrl-C ends it sooner, keeping what was sampled")
         attached.started, began = time.time(), time.monotonic()
-        asked = torch_steps is not None and _ask_window(process, torch_steps, attached)
         _wait(process, duration, stops, attached)
         attached.threads, attached.children = _threads_and_children(process)
         attached.cpu = (attached.cpu[0], _cpu(process))
-        if attached.spy is not None:
-            try:
-                attached.spy.stop()
-            except ProfileAllError as error:
-                attached.spy_failure = str(error)
+        try:
+            attached.spy.stop()
+        except ProfileAllError as error:
+            attached.spy_failure = str(error)
         attached.seconds = time.monotonic() - began
         _stop_memory_sampler(sampler)
-        if asked:
-            _collect_window(process, attached)
+        if torch_steps is not None and not attached.ended and _ask_window(
+                process, torch_steps, attached):
+            said(f"asking process {process.pid} for a torch.profiler window of {torch_steps} "
+                 f"steps (up to {WINDOW_WAIT:g} s; Ctrl-C ends it with the steps so far)")
+            _collect_window(process, attached, stops)
     return attached
+
+
+@contextlib.contextmanager
+def _only_attach(pid: int, run_dir: RunDirectory) -> Iterator[None]:
+    """Hold this user's lock on attaching to `pid`: a second attach at once is refused
+    (the two took each other's torch.profiler requests)."""
+    folder = on_demand.own_folder()
+    lock = None
+    if folder is not None:
+        lock = os.open(folder / f"attach-{pid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            run_dir.discard()
+            raise UsageError(f"another profile-all attach is sampling process {pid}: wait "
+                             "for it to end") from None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            os.close(lock)
 
 
 def _python_or(said: str, pid: int) -> str:
@@ -225,19 +256,32 @@ def _ask_window(process: psutil.Process, steps: int, attached: Attached) -> bool
     return True
 
 
-def _collect_window(process: psutil.Process, attached: Attached) -> None:
-    """The window's answer: waited for while the process runs; ended early (a second
-    SIGUSR2) where its steps did not all come in the attach's time."""
+def _collect_window(process: psutil.Process, attached: Attached, stops: StopRequests) -> None:
+    """The window's answer: waited for while the process runs, WINDOW_WAIT seconds at
+    most (or until a stop comes), then ended early (a second SIGUSR2: its steps so far)."""
     done = on_demand.folder(attached.target["uid"]) / f"{process.pid}.done.json"
-    if not done.exists() and process.is_running():
+    if not _waited_for(done, process, WINDOW_WAIT, stops) and process.is_running():
         with contextlib.suppress(OSError):
-            os.kill(process.pid, on_demand.SIGNAL)  # end the window: its steps so far
-    deadline = time.monotonic() + TRACE_GRACE
-    while not done.exists() and time.monotonic() < deadline and process.is_running():
-        time.sleep(0.05)
+            os.kill(process.pid, on_demand.SIGNAL)
+        _waited_for(done, process, TRACE_GRACE, None)
     try:
         attached.window = json.loads(done.read_text())
         done.unlink()
     except (OSError, ValueError):
         attached.window_note = ("the process was asked for a torch.profiler window and "
                                 "wrote no trace (it ended, or took no step)")
+
+
+def _waited_for(done: Path, process: psutil.Process, seconds: float,
+                stops: StopRequests | None) -> bool:
+    """Whether `done` appeared within `seconds`, the process running, no stop come."""
+    deadline = time.monotonic() + seconds
+    try:
+        with stops.waiting() if stops is not None else contextlib.nullcontext():
+            while not done.exists():
+                if time.monotonic() > deadline or not process.is_running():
+                    return False
+                time.sleep(0.05)
+    except Stopped:
+        return False
+    return True

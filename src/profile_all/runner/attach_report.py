@@ -6,6 +6,7 @@ sampler's RSS, torch.profiler's window) and the process's own figures from the O
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import signal
 from typing import Any
@@ -96,14 +97,15 @@ def _spy(attached: Attached, rate: int, idle: bool
     spy = attached.spy
     if spy is None or not spy.output.is_file():
         return [], []
-    rows = sampled_rows(read_speedscope(spy.output), 1 / rate, root_pid=attached.pid)
+    rows = sampled_rows(read_speedscope(spy.output), 1 / rate, root_pid=attached.pid,
+                        on_cpu=not idle)
     if not idle:
         rows.append(idle_row(rows, attached.seconds))
     artifacts_dir = attached.run_dir.artifacts
     shutil.move(spy.output, artifacts_dir / "py_spy.speedscope.json")
     (artifacts_dir / "py_spy.svg").write_text(flame_svg(
         [r for r in rows if r[0] == "call"], f"py-spy of process {attached.pid}, {rate} "
-        "samples a second"))
+        "samples a second", cwd=os.getcwd()))
     return [["py-spy", 1, 0, *measured] for measured in rows], [
         ArtifactRecord(backend="py-spy", path="artifacts/py_spy.speedscope.json",
                        viewer="speedscope", open_command="open https://www.speedscope.app "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profile_all import noise
+from profile_all import backends, noise
 from profile_all.pass_record import PassRecord
 from profile_all.rows import region_path
 from profile_all.runner.spec import PassResult
@@ -58,10 +58,12 @@ def _overhead(summary: PassRecord, timing: list[PassRecord],
     same = len(own_steps) if summary.window else None
     stepped = [np.asarray(step_times.get(p.number, [])[:same], float) for p in timing]
     if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
-        ratio = noise.median_ratio(stepped, [own_steps])
+        sampler = _samples(summary)
+        ratio = noise.median_ratio(stepped, [own_steps],
+                                   centre=np.mean if sampler else np.median)
         point, low, high = 1 + ratio.change, 1 + ratio.low, 1 + ratio.high
-        basis = (f"per-step times against {len(timing)} timing pass"
-                 f"{'es' if len(timing) > 1 else ''}"
+        basis = (f"{'mean ' if sampler else ''}per-step times against {len(timing)} timing "
+                 f"pass{'es' if len(timing) > 1 else ''}"
                  + ("" if ratio.tested else
                     " (the drift between runs is not in the interval: --repeat 3)"))
     elif summary.window:  # part of the run against the whole of it: no ratio
@@ -76,6 +78,15 @@ def _overhead(summary: PassRecord, timing: list[PassRecord],
         point, low, high, basis = whole
     summary.overhead, summary.overhead_low, summary.overhead_high = point, low, high
     summary.overhead_basis, summary.overhead_verdict = basis, _verdict(low, high)
+
+
+def _samples(summary: PassRecord) -> bool:
+    """A pass of sampling backends, which pause the target now and then: its overhead is
+    taken on mean step times, which count the steps a pause fell on (a median leaves them
+    out: 1.06x for a pass that took 2.2x at 1,000 samples a second)."""
+    return bool(summary.backends) and all(
+        backends.load(name).facts.sampled for name in summary.backends
+        if name in backends.known_names())
 
 
 def _whole_run_overhead(summary: PassRecord, timing: list[PassRecord]

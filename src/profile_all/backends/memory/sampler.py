@@ -18,6 +18,8 @@ before the first sample, which every memory pass waited for.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -77,7 +79,15 @@ def sample(pid: int, interval: float, path: str) -> None:
             return
 
 
+def _die_with_parent() -> None:
+    """End with the process that started this one, however that ends (Linux): a
+    SIGKILL'd `profile-all attach` left its sampler running for as long as the target."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PDEATHSIG
+
+
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the target's Ctrl-C is not ours to die of
     pid, interval, path = int(argv[1]), float(argv[2]), argv[3]

@@ -15,17 +15,22 @@ if TYPE_CHECKING:
 #: a share this many points apart (beyond the sampling error) is a distortion worth naming
 POINTS = 0.05
 NAMED = 3
+#: a sampler whose own pass ran this much slower (its interval's low end) changed what it
+#: sampled too: its shares are not the target's own
+SLOWED = 0.10
 
 
 def tracing_distortion(report: RunData) -> list[Finding]:
     side_by_side = report.traced_vs_sampled()
     if side_by_side.empty:
         return []
-    apart = side_by_side[(side_by_side["difference"].abs() >= POINTS) & (
-        side_by_side["difference"].abs() > side_by_side["sampled_share_error"])]
+    # the functions the tracer made heavier than they are, beyond the sampling error
+    apart = side_by_side[(side_by_side["difference"] >= POINTS)
+                         & (side_by_side["difference"] > side_by_side["sampled_share_error"])]
     if apart.empty:
         return []
     traced, sampled = apart["traced_by"].iloc[0], apart["sampled_by"].iloc[0]
+    slowed = _slowed(report, sampled)
     cwd = report.meta.cwd
     named = "; ".join(
         f"{fmt.code_path(one.name, cwd)}: {fmt.share(one.traced_share)} of the run traced, "
@@ -33,16 +38,30 @@ def tracing_distortion(report: RunData) -> list[Finding]:
         for one in apart.head(NAMED).itertuples())
     more = len(apart) - NAMED
     functions = fmt.counted(len(apart), "function")
+    pronoun = "it" if len(apart) == 1 else "them"
     return [Finding(
         "distortion",
-        f"{traced} and {sampled} disagree on where the time goes ({functions} beyond the "
-        f"sampling error): {named}"
+        f"{traced} makes {functions} heavier than {sampled} sees {pronoun}, beyond the "
+        f"sampling error: {named}"
         + (f"; {fmt.counted(more, 'more')} in the side-by-side table" if more > 0 else ""),
-        weight=0.3, share=float(apart["difference"].abs().iloc[0]),
+        weight=0.3, share=float(apart["difference"].iloc[0]),
         evidence=f"{traced}'s and {sampled}'s cumulative times; their passes' overheads: "
                  f"{_overhead(report, traced)} and {_overhead(report, sampled)}",
-        suggestion=f"{traced} slows every call it times, so what calls most looks heavier: "
-                   f"trust {sampled}'s shares for time, {traced}'s for call counts")]
+        suggestion=(f"{sampled} slowed the target too (its pass above {1 + SLOWED:.2g}x: "
+                    "with --native, each sample pauses it longer where its C++ stack is "
+                    "deep): neither share is the target's own; compare without --native"
+                    if slowed else
+                    f"{traced} slows every call it times, so what calls most looks heavier: "
+                    f"trust {sampled}'s shares for time, {traced}'s for call counts"))]
+
+
+def _slowed(report: RunData, backend: str) -> bool:
+    """Whether `backend`'s pass ran the target more than SLOWED slower than the clean
+    pass (its interval above that)."""
+    for summary in report.meta.passes:
+        if backend in summary.backends and summary.overhead_low is not None:
+            return summary.overhead_low > 1 + SLOWED
+    return False
 
 
 def _overhead(report: RunData, backend: str) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.report import compilation
+from profile_all.report import compilation, sampling
 from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
@@ -197,6 +197,9 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     rows = compilation.without_machinery(
         frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
               & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)])
+    if scope == "function":  # one view of the target's own process: sampled, else traced
+        rows = rows[rows["backend"].isin(sampling.function_backends(frame, report.facts))
+                    & (rows["parent"] == "")]
     out = []
     for backend, own in rows.groupby("backend"):
         self_times = own.groupby("name")["value"].median()

@@ -32,6 +32,11 @@ def ended_badly(report: RunData) -> list[Finding]:
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
     logs = f"; its stderr is in {first.logs[-1]}" if first.logs else ""
     evidence = f"pass {first.number}: {first.status}{after}{logs}"
+    if first.status == "interrupted" and report.meta.target.get("kind") == "process":
+        return [Finding("failure", f"the attach was stopped: {first.error}",
+                        weight=math.inf, evidence=evidence,
+                        suggestion="the figures cover the process up to the stop; the "
+                                   "process itself went on")]
     if first.status == "interrupted":  # profile-all was stopped, not the script
         return [Finding("failure", f"the run was stopped in pass {first.number}: "
                         f"{first.error}", weight=math.inf, evidence=evidence,
