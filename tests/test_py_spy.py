@@ -58,7 +58,8 @@ def test_the_tracer_s_distortion_is_named(two_costs):
     distortion = found[found["rule"] == "distortion"]
     assert len(distortion) == 1
     said = distortion.iloc[0]
-    assert said["finding"].startswith("cprofile makes ") and "heavier than py-spy sees" in said["finding"]
+    assert said["finding"].startswith("cprofile makes ")
+    assert "heavier than py-spy sees" in said["finding"]
     assert "(calls)" in said["finding"]
     assert "overheads: cprofile" in said["evidence"] and "py-spy" in said["evidence"]
 
