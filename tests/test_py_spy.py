@@ -84,6 +84,10 @@ def test_native_files_open_and_read_back(two_costs, tmp_path):
     assert done.returncode == 0, done.stderr
     again = pa.load(tmp_path / "in")
     assert set(again.frame["backend"]) == {"py-spy"}
+    kept, = again.meta.artifacts  # a copy in the folder, for speedscope
+    assert kept.path == "artifacts/py_spy.pass1.rank0.speedscope.json"
+    assert (tmp_path / "in" / kept.path).read_bytes() == (
+        artifacts / "py_spy.speedscope.json").read_bytes()
     assert set(again.sampled_functions()["name"]) >= {
         name for name in two_costs.sampled_functions()["name"] if "two_costs" in name}
 

@@ -68,13 +68,27 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     return report
 
 
+#: the files an ingest keeps a copy of, by backend: (name, viewer, command)
+_KEPT = {"cprofile": ("cprofile.pass{number}.rank{rank}.prof", "SnakeViz",
+                      "profile-all view {run_dir}"),
+         "py-spy": ("py_spy.pass{number}.rank{rank}.speedscope.json", "speedscope",
+                    "open https://www.speedscope.app and load {run_dir}/{path}")}
+
+
 def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, IngestedFile]]:
-    """(artifact, file) of each pstats file read, kept in the run folder: `view` serves a
-    file of the folder, never one a meta.json names elsewhere."""
-    return [(ArtifactRecord(backend=file.backend, path=f"artifacts/cprofile.pass{number}.rank"
-                            f"{file.rank}.prof", viewer="SnakeViz",
-                            open_command="profile-all view {run_dir}"), file)
-            for number, file in enumerate(files, start=1) if file.backend == "cprofile"]
+    """(artifact, file) of each pstats and speedscope file read, kept in the run folder:
+    `view` serves a file of the folder, never one a meta.json names elsewhere, and a
+    folder moved elsewhere keeps what its viewers open."""
+    kept = []
+    for number, file in enumerate(files, start=1):
+        if file.backend not in _KEPT:
+            continue
+        name, viewer, command = _KEPT[file.backend]
+        path = "artifacts/" + name.replace("{number}", str(number)).replace(
+            "{rank}", str(file.rank))
+        kept.append((ArtifactRecord(backend=file.backend, path=path, viewer=viewer,
+                                    open_command=command.replace("{path}", path)), file))
+    return kept
 
 
 def _read_all(paths: Sequence[str | Path]) -> tuple[list[IngestedFile], list[str]]:
