@@ -51,7 +51,7 @@ def test_train_mlp_report_files(mlp_run):
     assert meta["passes"][0]["overhead_verdict"] == "reference"
     for profiled in meta["passes"][1:]:  # per-step overheads, each with its interval
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
-        assert profiled["overhead_basis"].startswith("per-step times")
+        assert "per-step times" in profiled["overhead_basis"]
         assert (profiled["steps"], profiled["window"]) == (25, 25)  # the default window
     assert (run_dir / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()
     # one FUNC line a region (mprof plot gives each line a legend entry), not one a call

@@ -30,17 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.readers.call_tree import LIBRARY
+from profile_all.readers.sampled_tree import CallTree
 from profile_all.readers.source_lines import first_line
 from profile_all.readers.speedscope import Frame, SampledProfile, Thread
-from profile_all.rows import call_path, row
+from profile_all.rows import row
 
-#: a call path under this share of the samples, or beyond MAX_NODES, is left out of the
-#: call tree (its time stays in its caller's box)
-MIN_SHARE = 0.002
-MAX_NODES = 2000
-#: the call tree holds this many frames of a stack at most (a recursion, or a file made to
-#: hurt: 200,000 frames in one sample held every prefix of the stack, 23 GB)
-MAX_DEPTH = 256
 #: line rows for this many of the user's functions (the most cumulative time first)
 LINE_FUNCTIONS = 10
 _OWN = re.compile(r"(^|[/\\])profile_all[/\\]")
@@ -130,7 +124,7 @@ class _Gathered:
 
     per_unit: float | None  # seconds a unit of weight is; None: no time, counts only
     tallies: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
-    tree: _Tree = field(default_factory=lambda: _Tree())
+    tree: CallTree = field(default_factory=lambda: CallTree())
     threads: Counter = field(default_factory=Counter)
     thread_seconds: Counter = field(default_factory=Counter)
 
@@ -172,8 +166,7 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
         rows += _function_rows(tally, process, per_unit is not None)
         if not process:
             rows += _line_rows(tally, set(named_lines))
-    return rows + _call_rows(gathered.tree,
-                             "cumulative_time" if per_unit is not None else "samples")
+    return rows + gathered.tree.rows("cumulative_time" if per_unit is not None else "samples")
 
 
 def _root_pid(profile: SampledProfile, cut: _Cut) -> int | None:
@@ -271,61 +264,6 @@ def _named(function: str, named: set[str]) -> bool:
     stem = Path(path).stem
     return any(spec.rpartition(":")[2] == short and (
         spec.rpartition(":")[0].rpartition(".")[2] == stem) for spec in named)
-
-
-class _Tree:
-    """Call paths as a tree of nodes (a node a path, held once however many samples pass
-    through it), at most MAX_DEPTH deep: a frame deeper than that is its caller's time."""
-
-    def __init__(self) -> None:
-        self.parent: list[int] = [-1]  # node 0: the root above every thread
-        self.name: list[str] = [""]
-        self.value: list[float] = [0.0]
-        self._child: dict[tuple[int, str], int] = {}
-
-    def add(self, path: list[str], value: float) -> None:
-        node = 0
-        for name in path[:MAX_DEPTH]:
-            child = self._child.get((node, name))
-            if child is None:
-                child = self._child[(node, name)] = len(self.name)
-                self.parent.append(node)
-                self.name.append(name)
-                self.value.append(0.0)
-            self.value[child] += value
-            node = child
-
-    def path_of(self, node: int) -> str:
-        names = []
-        while node > 0:
-            names.append(self.name[node])
-            node = self.parent[node]
-        parent = ""
-        for name in reversed(names):
-            parent = call_path(parent, name)
-        return parent
-
-
-def _call_rows(tree: _Tree, metric: str) -> list[list[Any]]:
-    """The call tree as rows of scope `call` (readers/call_tree.py's shape): the heaviest
-    paths, at most MAX_NODES, none under MIN_SHARE of all samples (a node is kept only
-    with its caller); `metric`: what the tree's values are (seconds, or samples where the
-    file gives no time)."""
-    total = sum(value for node, value in enumerate(tree.value) if tree.parent[node] == 0)
-    if not total:
-        return []
-    heaviest = sorted(range(1, len(tree.value)), key=lambda node: -tree.value[node])
-    kept: set[int] = {0}
-    rows = []
-    for node in heaviest:  # a caller holds at least its callees: it comes first
-        if len(rows) >= MAX_NODES or tree.value[node] < MIN_SHARE * total:
-            break
-        if tree.parent[node] not in kept:
-            continue
-        kept.add(node)
-        rows.append(row("call", tree.name[node], metric, tree.value[node],
-                        parent=tree.path_of(tree.parent[node])))
-    return rows
 
 
 def unheard_lines(rows: list[list[Any]], named_lines: Iterable[str]) -> list[str]:
