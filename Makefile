@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install demo test lint bench gpu-check clean
+.PHONY: install hta demo test lint bench gpu-check clean
 
 $(BIN)/profile-all: pyproject.toml setup.py src/profile_all/_region_fast.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,12 @@ $(BIN)/profile-all: pyproject.toml setup.py src/profile_all/_region_fast.c
 	touch $@
 
 install: $(BIN)/profile-all
+
+# Holistic Trace Analysis, for the test and script that set profile-all's trace analyses
+# beside HTA's own (scripts/checks/against_hta.py): without its jupyterlab requirement,
+# which computing needs not
+hta: install
+	$(BIN)/python -m pip install --no-deps "HolisticTraceAnalysis==0.5.0" pydot pyyaml networkx
 
 demo: install
 	$(BIN)/profile-all run scripts/examples/train_mlp.py -- --steps 100
@@ -37,6 +43,7 @@ bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/fast_by_default.py
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/torch_profiler_cost.py
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/bench/sampling_overhead.py
+	$(BIN)/python scripts/bench/ingest_vs_hta.py
 
 # every GPU path end to end with a verdict table; on a machine without CUDA: what it skipped
 gpu-check: install

@@ -77,6 +77,15 @@ UNIT_OF_METRIC = {
     "communication_time": "s",
     "communication_overlap": "s",
     "attributed_share": "ratio",
+    # HTA's analyses of a trace (readers/device_time.py): a stream's idle gaps by cause,
+    # and per launch (runtime call) its delay and its outliers
+    "host_wait": "s",
+    "kernel_wait": "s",
+    "other_wait": "s",
+    "launch_delay": "s",
+    "short_kernels": "count",
+    "slow_launches": "count",
+    "late_launches": "count",
     # torch.compile, per pass (scope `compile`): Dynamo's and its backend's time, graphs made,
     # compilations of a frame, recompiles (a guard failed), graph breaks
     "compile_time": "s",

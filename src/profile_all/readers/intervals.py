@@ -37,3 +37,44 @@ def overlap_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.nda
             total += min(end, b_ends[k]) - max(start, b_starts[k])
             k += 1
     return total
+
+
+def clipped(starts: np.ndarray, ends: np.ndarray, low: float, high: float
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the intervals that lie within [low, high]."""
+    starts, ends = np.maximum(starts, low), np.minimum(ends, high)
+    inside = ends > starts
+    return starts[inside], ends[inside]
+
+
+def prioritised(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+    """Per group, how long it is open while no group before it is: the first group's
+    union, then what each next one adds to the union of those before. The lengths add up
+    to the union of all (a moment counts once, for the first group open then)."""
+    lengths, covered = [], 0.0
+    starts, ends = np.empty(0), np.empty(0)
+    for group_starts, group_ends in groups:
+        starts, ends = np.concatenate([starts, group_starts]), np.concatenate([ends, group_ends])
+        union = union_length(starts, ends)
+        lengths.append(union - covered)
+        covered = union
+    return lengths
+
+
+def combinations(groups: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, float]:
+    """How long each combination of groups is open together (bit i: group i open), for
+    the combinations that occur: the time split into pieces between every interval's
+    start and end, each piece counted for the groups that cover it."""
+    merged_groups = [merged(*group) for group in groups]
+    points = np.unique(np.concatenate([np.concatenate(g) for g in merged_groups] or [[]]))
+    if len(points) < 2:
+        return {}
+    middles, lengths = (points[:-1] + points[1:]) / 2, np.diff(points)
+    mask = np.zeros(len(middles), dtype=np.int64)
+    for bit, (starts, ends) in enumerate(merged_groups):
+        at = np.searchsorted(starts, middles, side="right") - 1
+        inside = at >= 0
+        inside[inside] = ends[at[inside]] > middles[inside]
+        mask |= inside.astype(np.int64) << bit
+    totals = np.bincount(mask, weights=lengths)
+    return {int(m): float(totals[m]) for m in np.flatnonzero(totals) if m}

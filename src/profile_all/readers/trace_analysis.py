@@ -24,6 +24,8 @@ import pandas as pd
 from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
+from profile_all.readers.device_time import device_time_rows, typed
+from profile_all.readers.step_time import launched_in_steps, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
 from profile_all.stats import summarize
@@ -63,10 +65,10 @@ def _busy_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
     rows = [row("run", "trace", "gpu_busy", intervals.union_length(starts, ends) * scale)]
-    kernels = (device["kind"] == "kernel").to_numpy()
-    talking = kernels & device["name"].str.contains("nccl", case=False).to_numpy()
+    types = typed(device)
+    talking = types == "communication"
     if talking.any():
-        computing = kernels & ~talking
+        computing = types == "computation"
         rows += [row("run", "trace", "communication_time",
                      intervals.union_length(starts[talking], ends[talking]) * scale),
                  row("run", "trace", "communication_overlap", intervals.overlap_length(
@@ -240,6 +242,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
         rows += _operator_rows(ops, has_device=not device.empty)
         unattributed = ops.attrs["unattributed"]
     else:
+        ops = columns_frame([], ["name", "thread", "ts", "dur"])
         unattributed = device["dur"].sum() * scale
     if spans:  # host time from the first operator or region to the last
         first, last = min(s[0] for s in spans), max(s[1] for s in spans)
@@ -250,6 +253,10 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
         rows += _busy_rows(device, scale)
         rows.append(row("run", "trace", "attributed_share",
                         1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
-        rows += _device_rows(device, scale)
+    annotations = columns_frame(columns.annotations, ["name", "thread", "ts", "dur"])
+    if not device.empty:
+        rows += _device_rows(device, scale) + device_time_rows(
+            launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
+    rows += step_rows(annotations, ops, device, runtime, scale)
     return rows + _annotation_rows(trace, device, runtime)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from profile_all.pass_record import PassRecord
+from profile_all.render import trace_charts
 from profile_all.render.call_icicle import call_icicles
 from profile_all.render.status import since
 from profile_all.rows import DERIVED, region_paths
@@ -270,6 +271,8 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
     drawn = [("Time per region", region_times(report)),
              ("Overhead of each pass", overheads(report)),
              ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
+             ("Device time per rank", trace_charts.device_time(report)),
+             ("Step time breakdown", trace_charts.step_time(report)),
              ("Regions over time", region_timeline(report)),
              ("Top functions", top_functions(report)), *call_icicles(report),
              ("Top operators", top_operators(report)),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.render import model_tables, tables
+from profile_all.render import model_tables, tables, trace_tables
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -32,6 +32,25 @@ SIDE_BY_SIDE_NOTE = ("Each function's cumulative time as a share of the run, mea
                      "by call (the tracer, which slows every call it sees) and sampled; the "
                      "largest differences first: where the tracer's share is the higher, its "
                      "own cost inflated the function. The passes' overheads are in Passes.")
+DEVICE_TIME_NOTE = (
+    "From the first device activity the steps launched to the last one's end (the span), "
+    "each moment counted once, for the first of computation, communication (nccl*Kernel), "
+    "memory (copies, fills), other that ran then; idle is when none ran. HTA's temporal "
+    "breakdown: its non-computation time is communication + memory + other.")
+STEP_TIME_NOTE = (
+    "TensorBoard's step time breakdown: each moment of a step (its range, extended to the "
+    "end of the device work it launched) counted once, for the first of kernel, memcpy, "
+    "memset, runtime (a CUDA call), data loader, CPU execution (an operator) busy then; "
+    "other is none of them (Python between operators, waiting).")
+LAUNCH_NOTE = (
+    "Per CUDA call that launches device work: its CPU time, the device time of what it "
+    "launched, and the launch delay from the call's end to the work's start (queued behind "
+    "other work); work shorter than its own launch is launch-bound (HTA's launch statistics).")
+IDLE_NOTE = (
+    "Gaps between one activity's end and the next one's start on a stream (HTA's idle time "
+    "breakdown): host wait, the launch came after the stream ran dry (the CPU did not keep "
+    "up); kernel wait, a gap under 30 µs (launching back to back); other (waiting on "
+    "another stream, an event).")
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,27 @@ SECTIONS = (
     Section("ranks", "Across ranks (total time per rank)", tables.ranks_table, long=True,
             note="The straggler: each rank's total time, its spread ((max - min) / median) "
                  "and the slowest rank."),
+    Section("device-time", "Device time by type, per rank", trace_tables.device_time_table,
+            note=DEVICE_TIME_NOTE),
+    Section("stragglers", "Stragglers, per step", trace_tables.stragglers_table,
+            note="Per step that several ranks ran: the slowest rank and how far it lags the "
+                 "median; the rank that computed the most, which the others wait for in "
+                 "their collectives, and its excess over the median rank's computation."),
+    Section("step-time", "Step time breakdown, per rank and step",
+            trace_tables.step_time_table, long=True, note=STEP_TIME_NOTE),
+    Section("overlap", "Communication overlap, per rank",
+            trace_tables.overlap_table,
+            note="Communication kernels' time (their union) and how much of it computation "
+                 "kernels ran beside: HTA's communication-computation overlap."),
+    Section("kernel-types", "Kernel types busy together, per rank",
+            trace_tables.kernel_types_table, long=True,
+            note="Device time by the types of kernel running at once, HTA's kernel "
+                 "breakdown: communication is nccl*Kernel, memory a copy or a fill."),
+    Section("top-kernels", "Top kernels, per rank", trace_tables.top_kernels_table, long=True),
+    Section("launches", "Kernel launches, per rank", trace_tables.launches_table, long=True,
+            note=LAUNCH_NOTE),
+    Section("idle-streams", "Idle time per stream, by cause", trace_tables.idle_streams_table,
+            long=True, note=IDLE_NOTE),
     Section("functions", "Functions by self time", tables.functions_table, long=True,
             scopes=("function",), sampled=False),
     Section("sampled", "Functions sampled, by self time", tables.sampled_functions_table,

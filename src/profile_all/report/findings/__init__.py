@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from profile_all.report.findings import compiling, device, distortion, memory, timing, trust
+from profile_all.report.findings import (
+    compiling,
+    device,
+    distortion,
+    memory,
+    per_rank,
+    timing,
+    trust,
+)
 from profile_all.report.findings.finding import COLUMNS, Finding
 
 if TYPE_CHECKING:
@@ -24,7 +32,8 @@ RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_bre
          timing.input_bound, timing.where_time_goes, timing.warm_up,
          memory.growth, memory.near_capacity, memory.allocator, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,
-         trust.doubts, trust.straggler)
+         per_rank.launch_bound, trust.doubts, trust.straggler,
+         per_rank.computation_straggler)
 
 
 def findings(report: RunData) -> pd.DataFrame:

@@ -1,0 +1,49 @@
+"""The trace analyses as stacked bars (Plotly figures, as charts.py draws them): each
+rank's device time by type and idle, and each rank's steps by TensorBoard's categories."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+Figure = dict[str, Any]
+_DEVICE_PARTS = ["computation", "communication", "memory", "other", "idle"]
+_STEP_PARTS = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other"]
+
+
+def _stacked(labels: list[str], table: pd.DataFrame, parts: list[str], title: str,
+             axis: str) -> Figure:
+    data = [{"type": "bar", "orientation": "h", "name": part.replace("_", " "),
+             "y": labels, "x": (table[part] * 1e3).tolist(),
+             "hovertemplate": "%{y}: %{x:.4g} ms<extra>" + part.replace("_", " ")
+                              + "</extra>"}
+            for part in parts if table[part].gt(0).any()]
+    return {"data": data, "layout": {
+        "barmode": "stack", "title": {"text": title, "x": 0, "xanchor": "left"},
+        "xaxis": {"title": {"text": axis}, "automargin": True},
+        "yaxis": {"automargin": True, "autorange": "reversed"},
+        "height": max(220, 26 * len(labels) + 140), "margin": {"l": 10, "r": 10, "t": 40},
+        "legend": {"orientation": "h"}}}
+
+
+def device_time(report: Report) -> Figure | None:
+    table = report.device_time()
+    if table.empty:
+        return None
+    labels = [f"rank {rank}" for rank in table["rank"]]
+    return _stacked(labels, table, _DEVICE_PARTS,
+                    "Each rank's device time by type (a union over streams)", "ms")
+
+
+def step_time(report: Report) -> Figure | None:
+    table = report.step_time()
+    if table.empty:
+        return None
+    labels = [f"rank {rank} {step}" for rank, step in zip(table["rank"], table["step"],
+                                                         strict=True)]
+    return _stacked(labels, table, _STEP_PARTS, "Each step's time by category (TensorBoard's "
+                    "step time breakdown)", "ms")

@@ -1,0 +1,108 @@
+"""The trace analyses (report/trace_analyses.py) as display tables, one function a view.
+
+A `pass` column is shown only where one rank's rows come from several passes (an ingest
+of two files of one rank)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from profile_all import units as fmt
+
+if TYPE_CHECKING:
+    from profile_all.report.report import Report
+
+
+def _shown(table: pd.DataFrame, columns: dict[str, tuple[str, Callable[[Any], str]]]
+           ) -> pd.DataFrame:
+    """`columns`: source column -> (header, format)."""
+    if table.empty:
+        return pd.DataFrame()
+    out = pd.DataFrame({"rank": table["rank"].astype(int).astype(str)})
+    if table.groupby("rank")["pass"].nunique().gt(1).any():
+        out["pass"] = table["pass"].astype(int).astype(str)
+    for column, (header, form) in columns.items():
+        out[header] = table[column].map(form)
+    return out
+
+
+def device_time_table(report: Report) -> pd.DataFrame:
+    table = report.device_time()
+    return _shown(table, {
+        "computation": ("computation", fmt.seconds),
+        "communication": ("communication", fmt.seconds),
+        "memory": ("memory", fmt.seconds), "other": ("other", fmt.seconds),
+        "idle": ("idle", fmt.seconds), "span": ("span", fmt.seconds),
+        "idle_share": ("idle %", fmt.share),
+        "computation_share": ("computation %", fmt.share),
+        "non_computation_share": ("non-computation %", fmt.share)})
+
+
+def step_time_table(report: Report) -> pd.DataFrame:
+    table = report.step_time()
+    return _shown(table, {
+        "step": ("step", str), "step_time": ("step time", fmt.seconds),
+        "kernel": ("kernel", fmt.seconds), "memcpy": ("memcpy", fmt.seconds),
+        "memset": ("memset", fmt.seconds), "runtime": ("runtime", fmt.seconds),
+        "data_loader": ("data loader", fmt.seconds), "cpu": ("CPU exec", fmt.seconds),
+        "other": ("other", fmt.seconds)})
+
+
+def overlap_table(report: Report) -> pd.DataFrame:
+    table = report.overlap()
+    return _shown(table, {
+        "communication": ("communication", fmt.seconds),
+        "overlapped": ("overlapped by computation", fmt.seconds),
+        "overlap_share": ("overlap %", fmt.share)})
+
+
+def kernel_types_table(report: Report) -> pd.DataFrame:
+    table = report.kernel_types()
+    return _shown(table, {"kernel_type": ("busy", str), "gpu_time": ("device time", fmt.seconds),
+                          "share": ("share", fmt.share)})
+
+
+def top_kernels_table(report: Report) -> pd.DataFrame:
+    table = report.top_kernels()
+    return _shown(table, {"name": ("kernel", str), "type": ("type", str),
+                          "calls": ("calls", fmt.count),
+                          "gpu_time": ("device time", fmt.seconds),
+                          "share": ("share of the rank's", fmt.share)})
+
+
+def launches_table(report: Report) -> pd.DataFrame:
+    table = report.launches()
+    return _shown(table, {
+        "name": ("call", str), "calls": ("calls", fmt.count),
+        "cpu_mean": ("CPU mean", fmt.seconds), "gpu_mean": ("device mean", fmt.seconds),
+        "delay_mean": ("delay mean", fmt.seconds), "delay_median": ("median", fmt.seconds),
+        "delay_max": ("max", fmt.seconds),
+        "short_kernels": ("shorter than launch", fmt.count),
+        "slow_launches": ("calls > 50 µs", fmt.count),
+        "late_launches": ("delays > 100 µs", fmt.count)})
+
+
+def idle_streams_table(report: Report) -> pd.DataFrame:
+    table = report.idle_streams()
+    return _shown(table, {
+        "stream": ("stream", str), "busy": ("busy", fmt.seconds),
+        "host_wait": ("host wait", fmt.seconds), "kernel_wait": ("kernel wait", fmt.seconds),
+        "other_wait": ("other", fmt.seconds), "host_share": ("host %", fmt.share),
+        "kernel_share": ("kernel %", fmt.share), "other_share": ("other %", fmt.share)})
+
+
+def stragglers_table(report: Report) -> pd.DataFrame:
+    table = report.stragglers()
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "step": table["step"], "ranks": table["ranks"].astype(str),
+        "median": table["median"].map(fmt.seconds), "max": table["max"].map(fmt.seconds),
+        "slowest rank": table["slowest_rank"].astype(str),
+        "spread": table["spread"].map(fmt.share),
+        "most computation": table["most_computation_rank"].map(
+            lambda rank: "" if pd.isna(rank) else str(int(rank))),
+        "its excess": table["computation_spread"].map(fmt.share)})

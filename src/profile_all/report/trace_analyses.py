@@ -1,0 +1,184 @@
+"""The analyses people open Holistic Trace Analysis (HTA) and TensorBoard's profiler plugin
+for, per rank and per step, each a DataFrame from the rows a trace gave (readers/
+device_time.py and step_time.py say how each is measured and how it differs from HTA).
+
+A rank's rows may come from several passes (an ingest of two files of one rank): each
+(pass, rank) is a row of its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profile_all.readers.device_time import kernel_type
+
+DEVICE_TYPES = ["computation", "communication", "memory", "other"]
+STEP_CATEGORIES = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other"]
+_KEYS = ["pass", "rank"]
+
+
+def _scope(frame: pd.DataFrame, scope: str) -> pd.DataFrame:
+    return frame[(frame["scope"] == scope)]
+
+
+def _wide(rows: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
+    table = rows.pivot_table(index=index, columns="name", values="value", aggfunc="sum",
+                             sort=True)
+    table.columns.name = None
+    return table.reindex(columns=columns).fillna(0.0).reset_index()
+
+
+def device_time(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
+    """Per rank (and per step: the `step` column), the device's time by type as a union
+    over streams, idle, the span they split, and the shares of the span HTA gives (idle,
+    computation, non-computation: communication, memory and other)."""
+    rows = _scope(frame, "device_time")
+    rows = rows[(rows["parent"] != "") == per_step].rename(columns={"parent": "step"})
+    index = [*_KEYS, "step"] if per_step else _KEYS
+    columns = ["rank", *(["step"] if per_step else []), *DEVICE_TYPES, "idle", "span",
+               "idle_share", "computation_share", "non_computation_share", "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = _wide(rows, index, [*DEVICE_TYPES, "idle", "span"])
+    span = table["span"].where(table["span"] > 0)
+    table["idle_share"] = table["idle"] / span
+    table["computation_share"] = table["computation"] / span
+    table["non_computation_share"] = table[DEVICE_TYPES[1:]].sum(axis=1) / span
+    return table.sort_values(["rank", *index[2:], "pass"], ignore_index=True)[columns]
+
+
+def step_time(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and step, TensorBoard's step time breakdown: kernel, memcpy, memset,
+    runtime, data loader, CPU execution, other (each moment counted once) and the step."""
+    rows = _scope(frame, "step_time").rename(columns={"parent": "step"})
+    columns = ["rank", "step", *STEP_CATEGORIES, "step_time", "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = _wide(rows, [*_KEYS, "step"], STEP_CATEGORIES)
+    table["step_time"] = table[STEP_CATEGORIES].sum(axis=1)
+    return table.sort_values(["rank", "step", "pass"], ignore_index=True)[columns]
+
+
+def kernel_types(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, the device time by the types busy together (computation, communication,
+    memory, and their combinations), and each one's share, as HTA's kernel breakdown."""
+    rows = _scope(frame, "kernel_type")
+    rows = rows[rows["parent"] == ""]
+    columns = ["rank", "kernel_type", "gpu_time", "share", "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = rows.groupby([*_KEYS, "name"], sort=False)["value"].sum().reset_index()
+    table = table.rename(columns={"name": "kernel_type", "value": "gpu_time"})
+    table["share"] = table["gpu_time"] / table.groupby(_KEYS)["gpu_time"].transform("sum")
+    return table.sort_values(["rank", "pass", "gpu_time"], ascending=[True, True, False],
+                             ignore_index=True)[columns]
+
+
+def overlap(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
+    """Per rank (and step): the communication kernels' time (their union), how much of it
+    computation kernels overlapped, and that share (HTA's comp_comm_overlap)."""
+    rows = _scope(frame, "kernel_type")
+    rows = rows[(rows["parent"] != "") == per_step].rename(columns={"parent": "step"})
+    index = [*_KEYS, "step"] if per_step else _KEYS
+    columns = ["rank", *(["step"] if per_step else []), "communication", "overlapped",
+               "overlap_share", "pass"]
+    talking = rows[rows["name"].str.contains("communication")]
+    if talking.empty:
+        return pd.DataFrame(columns=columns)
+    both = talking["name"].str.contains("computation")
+    table = talking.groupby(index)["value"].sum().rename("communication").to_frame()
+    table["overlapped"] = talking[both].groupby(index)["value"].sum()
+    table = table.fillna(0.0).reset_index()
+    table["overlap_share"] = table["overlapped"] / table["communication"].where(
+        table["communication"] > 0)
+    return table.sort_values(["rank", *index[2:], "pass"], ignore_index=True)[columns]
+
+
+def top_kernels(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
+    """Per rank, its `top` kernels by device time, each with its type and its share of
+    the rank's kernel time."""
+    rows = frame[(frame["scope"] == "kernel") & (frame["stat"] == "total")
+                 & frame["metric"].isin(["calls", "gpu_time"])]
+    columns = ["rank", "name", "type", "calls", "gpu_time", "share", "pass"]
+    if rows.empty or rows["rank"].nunique() < 1:
+        return pd.DataFrame(columns=columns)
+    table = rows.pivot_table(index=[*_KEYS, "name"], columns="metric", values="value",
+                             aggfunc="sum").reset_index().rename_axis(columns=None)
+    table = table.reindex(columns=[*_KEYS, "name", "calls", "gpu_time"]).fillna(0.0)
+    table["share"] = table["gpu_time"] / table.groupby(_KEYS)["gpu_time"].transform("sum")
+    table["type"] = [kernel_type(name, "kernel") for name in table["name"]]
+    table = table.sort_values(["rank", "pass", "gpu_time"], ascending=[True, True, False])
+    return table.groupby(_KEYS, sort=False).head(top).reset_index(drop=True)[columns]
+
+
+def launches(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and runtime call (cudaLaunchKernel...), HTA's launch statistics: calls,
+    the mean CPU time of a call and device time of what it launched, the launch delay
+    (mean, median, max), and the outliers: activities shorter than their launch, calls
+    over 50 µs, delays over 100 µs."""
+    rows = _scope(frame, "launch")
+    columns = ["rank", "name", "calls", "cpu_mean", "gpu_mean", "delay_mean", "delay_median",
+               "delay_max", "short_kernels", "slow_launches", "late_launches", "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    keyed = rows.assign(measure=np.where(rows["metric"] == "launch_delay",
+                                         "delay_" + rows["stat"], rows["metric"]))
+    table = keyed.pivot_table(index=[*_KEYS, "name"], columns="measure", values="value",
+                              aggfunc="sum").reset_index().rename_axis(columns=None)
+    table["cpu_mean"] = table["wall_time"] / table["calls"]
+    table["gpu_mean"] = table["gpu_time"] / table["calls"]
+    return table.sort_values(["rank", "pass", "calls"], ascending=[True, True, False],
+                             ignore_index=True)[columns]
+
+
+def idle_streams(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and stream, its busy time and its idle gaps by cause, HTA's idle time
+    breakdown: host wait, kernel wait, other, and the share of the idle time each is."""
+    rows = _scope(frame, "stream")
+    waits = ["host_wait", "kernel_wait", "other_wait"]
+    columns = ["rank", "stream", "busy", *waits, "host_share", "kernel_share", "other_share",
+               "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = rows.pivot_table(index=[*_KEYS, "name"], columns="metric", values="value",
+                             aggfunc="sum").reset_index().rename_axis(columns=None)
+    table = table.rename(columns={"name": "stream", "gpu_busy": "busy"})
+    idle = table[waits].sum(axis=1).where(lambda total: total > 0)
+    for wait, share in zip(waits, columns[6:9], strict=True):
+        table[share] = table[wait] / idle
+    return table.sort_values(["rank", "pass", "busy"], ascending=[True, True, False],
+                             ignore_index=True)[columns]
+
+
+def stragglers(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per step that two ranks or more ran: each rank's step time, computation and
+    communication (device time by type, where the trace has a device), the slowest
+    rank, and how far the slowest and the median rank are apart (spread: (max - median)
+    / median); the rank that computed the most, which the others wait for in their
+    collectives."""
+    steps = step_time(frame)
+    columns = ["step", "ranks", "median", "max", "slowest_rank", "spread",
+               "most_computation_rank", "computation_spread"]
+    if steps.empty or steps["rank"].nunique() < 2:
+        return pd.DataFrame(columns=columns)
+    device = device_time(frame, per_step=True)
+    merged = steps.merge(device[["rank", "step", "pass", "computation"]],
+                         on=["rank", "step", "pass"], how="left")
+    out = []
+    for step, group in merged.groupby("step", sort=True):
+        if group["rank"].nunique() < 2:
+            continue
+        median = group["step_time"].median()
+        slowest = group.loc[group["step_time"].idxmax()]
+        computing = group["computation"].dropna()
+        busiest = group.loc[computing.idxmax()] if not computing.empty else None
+        out.append({"step": step, "ranks": group["rank"].nunique(), "median": median,
+                    "max": slowest["step_time"], "slowest_rank": int(slowest["rank"]),
+                    "spread": (slowest["step_time"] - median) / median if median else np.nan,
+                    "most_computation_rank": int(busiest["rank"]) if busiest is not None
+                    else None,
+                    "computation_spread": (busiest["computation"] - computing.median())
+                    / computing.median() if busiest is not None and computing.median() > 0
+                    else np.nan})
+    return pd.DataFrame(out, columns=columns)

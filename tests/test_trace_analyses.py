@@ -1,0 +1,162 @@
+"""HTA's and TensorBoard's analyses per rank and step: on a two-rank trace whose every
+interval is known (each figure worked out by hand below), in every output, and beside
+HTA's own figures on real traces of other projects."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+
+import pytest
+from tests.conftest import REPO, profile_all
+
+import profile_all as pa
+
+US = 1e-6
+
+
+def _trace(rank: int, gemm: float) -> dict:
+    """One step (host 0-100 µs); kernels on streams 7 and 9 (µs):
+    gemm 16-(16+gemm) s7, nccl 26-86 s9, relu 50-54 s7, a copy 90-95 s7, fill 96-98 s9;
+    launched at 10, 20, 30, 40 (the copy) and 92 (after stream 9 ran dry at 86)."""
+    def x(cat, name, tid, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1 if tid == 1 else 0,
+                "tid": tid, "ts": ts, "dur": dur, "args": args}
+    launches = [("cudaLaunchKernel", 10, 5, 1), ("cudaLaunchKernel", 20, 5, 2),
+                ("cudaLaunchKernel", 30, 2, 3), ("cudaMemcpyAsync", 40, 3, 4),
+                ("cudaLaunchKernel", 92, 3, 5)]
+    events = [x("user_annotation", "ProfilerStep#1", 1, 0, 100),
+              x("cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                1, 1, 5),
+              x("cpu_op", "aten::mm", 1, 8, 10), x("cpu_op", "aten::relu", 1, 28, 5)]
+    events += [x("cuda_runtime", name, 1, ts, dur, correlation=c)
+               for name, ts, dur, c in launches]
+    events += [x("kernel", "gemm_kernel", 7, 16, gemm, correlation=1, stream=7),
+               x("kernel", "ncclKernel_AllReduce_RING", 9, 26, 60, correlation=2, stream=9),
+               x("kernel", "relu_kernel", 7, 50, 4, correlation=3, stream=7),
+               x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 7, 90, 5, correlation=4,
+                 stream=7, bytes=4096),
+               x("kernel", "fill_kernel", 9, 96, 2, correlation=5, stream=9)]
+    return {"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> pa.Report:
+    folder = tmp_path_factory.mktemp("ranks")
+    for rank, gemm in ((0, 30), (1, 45)):
+        (folder / f"rank{rank}.json").write_text(json.dumps(_trace(rank, gemm)))
+    return pa.ingest([folder], out=folder / "run")
+
+
+def test_device_time_splits_the_span_once_per_moment(two_ranks):
+    rank0 = two_ranks.device_time().set_index("rank").loc[0]
+    # computation [16,46]+[50,54]+[96,98]; communication adds [46,50]+[54,86]; the copy
+    # [90,95]; idle [86,90]+[95,96]; span 16-98
+    expected = {"computation": 36, "communication": 36, "memory": 5, "other": 0, "idle": 5,
+                "span": 82}
+    assert {key: round(rank0[key] / US, 6) for key in expected} == expected
+    assert rank0["non_computation_share"] == pytest.approx(41 / 82)
+
+
+def test_overlap_and_kernel_types(two_ranks):
+    overlap = two_ranks.overlap().set_index("rank").loc[0]
+    assert overlap["communication"] == pytest.approx(60 * US)
+    assert overlap["overlapped"] == pytest.approx(24 * US)  # [26,46] + [50,54]
+    assert overlap["overlap_share"] == pytest.approx(0.4)
+    types = two_ranks.kernel_types()
+    mine = types[types["rank"] == 0].set_index("kernel_type")["gpu_time"] / US
+    assert mine.round(6).to_dict() == {"communication": 36, "computation + communication": 24,
+                                       "computation": 12, "memory": 5}
+
+
+def test_idle_per_stream_by_cause(two_ranks):
+    streams = two_ranks.idle_streams()
+    s7 = streams[(streams["rank"] == 0) & (streams["stream"] == "stream 7")].iloc[0]
+    s9 = streams[(streams["rank"] == 0) & (streams["stream"] == "stream 9")].iloc[0]
+    # stream 7: relu launched (30) before gemm ended (46), 4 µs gap: kernel wait; the copy
+    # launched (40) before relu ended (54), 36 µs gap: other. Stream 9: the fill launched
+    # at 92, after nccl ended at 86: the 10 µs gap is the host's
+    assert (s7["busy"] / US, s7["kernel_wait"] / US, s7["other_wait"] / US,
+            s7["host_wait"]) == pytest.approx((39, 4, 36, 0))
+    assert (s9["host_wait"] / US, s9["kernel_wait"], s9["other_wait"]) == \
+        pytest.approx((10, 0, 0))
+
+
+def test_launch_statistics(two_ranks):
+    launches = two_ranks.launches()
+    kernels = launches[(launches["rank"] == 0)
+                       & (launches["name"] == "cudaLaunchKernel")].iloc[0]
+    # delays: 16-15, 26-25, 50-32, 96-95; the fill (2 µs) is shorter than its call (3 µs)
+    assert kernels["calls"] == 4
+    assert (kernels["delay_mean"] / US, kernels["delay_median"] / US,
+            kernels["delay_max"] / US) == pytest.approx((5.25, 1, 18))
+    assert kernels["short_kernels"] == 1 and kernels["slow_launches"] == 0
+    copy = launches[(launches["rank"] == 0) & (launches["name"] == "cudaMemcpyAsync")].iloc[0]
+    assert copy["delay_mean"] / US == pytest.approx(47)
+
+
+def test_step_time_breakdown_as_tensorboard(two_ranks):
+    step = two_ranks.step_time().set_index("rank").loc[0]
+    # kernels [16,86]+[96,98]; the copy [90,95]; runtime calls not under device work:
+    # [10,15]; the data loader [1,6]; operators not under those: [8,10]+[15,16]
+    expected = {"kernel": 72, "memcpy": 5, "memset": 0, "runtime": 5, "data_loader": 5,
+                "cpu": 3, "other": 10, "step_time": 100}
+    assert {key: round(step[key] / US, 6) for key in expected} == expected
+    assert step["step"] == "ProfilerStep#1"
+
+
+def test_straggler_named_with_its_step(two_ranks):
+    stragglers = two_ranks.stragglers().iloc[0]
+    assert stragglers["most_computation_rank"] == 1
+    # rank 1's gemm runs 16-61: computation 47 µs against rank 0's 36, median 41.5
+    assert stragglers["computation_spread"] == pytest.approx(47 / 41.5 - 1)
+    found = two_ranks.findings()
+    line = found[found["rule"] == "straggler"]["finding"].tolist()
+    assert "rank 1 computes 13.3% more than the median rank in ProfilerStep#1: the other " \
+           "ranks wait for it in their collectives" in line
+
+
+def test_every_output_has_the_analyses(two_ranks, tmp_path):
+    shown = profile_all("show", two_ranks.run_dir)
+    assert shown.returncode == 0, shown.stderr
+    summary = (two_ranks.run_dir / "summary.md").read_text()
+    page = (two_ranks.run_dir / "report.html").read_text()
+    for title in ("Device time by type, per rank", "Step time breakdown, per rank and step",
+                  "Communication overlap, per rank",
+                  "Kernel launches, per rank", "Idle time per stream, by cause",
+                  "Stragglers, per step"):
+        assert title in shown.stdout and title in summary and title in page
+    assert "Device time per rank" in page and "Step time breakdown" in page  # the charts
+
+
+def _against_hta():
+    pytest.importorskip("hta", reason="HTA (HolisticTraceAnalysis) is not installed: "
+                        "pip install --no-deps HolisticTraceAnalysis pydot pyyaml networkx")
+    spec = importlib.util.spec_from_file_location(
+        "against_hta", REPO / "scripts" / "checks" / "against_hta.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("files", [["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"],
+                                   ["a100_nccl_rank0.json.gz"]])
+def test_within_one_percent_of_hta(fixtures, files, tmp_path, capsys):
+    check = _against_hta()
+    for name in files:
+        (tmp_path / name).write_bytes((fixtures / "traces" / name).read_bytes())
+    assert check.compare(str(tmp_path)), capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "FAIL" not in said and " within 1% of HTA's" in said
+
+
+def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
+    trace = tmp_path / "gloo.json.gz"
+    trace.write_bytes((fixtures / "traces" / "cpu_only_gloo_rank34.json.gz").read_bytes())
+    report = pa.ingest([trace], out=tmp_path / "run")
+    assert report.device_time().empty and report.launches().empty
+    step = report.step_time().iloc[0]
+    assert step["rank"] == 34 and step["kernel"] == 0
+    assert step["step_time"] == pytest.approx(step[["cpu", "other"]].sum())
+    assert json.loads(gzip.decompress(trace.read_bytes()))  # the file is left as it was
