@@ -62,10 +62,11 @@ def kernel_type(name: str, kind: str) -> str:
 
 def typed(device: pd.DataFrame) -> np.ndarray:
     """Each device activity's type (TYPES)."""
-    kinds = {(name, kind): kernel_type(name, kind)
-             for name, kind in device[["name", "kind"]].drop_duplicates().itertuples(False)}
-    return np.array([kinds[key] for key in zip(device["name"], device["kind"], strict=True)],
-                    dtype=object)
+    names = device["name"]
+    by_name = {name: kernel_type(name, "kernel") for name in names.unique()}
+    types = names.map(by_name).to_numpy(object)
+    types[(device["kind"] != "kernel").to_numpy()] = "memory"
+    return types
 
 
 def _by_type(starts: np.ndarray, ends: np.ndarray, types: np.ndarray

@@ -36,14 +36,13 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     metrics = ["cpu_time", "self_time"] + (["gpu_time", "self_gpu_time"] if has_device else [])
     totals = ops.groupby("name", sort=False).agg(
         calls=("name", "size"), flops=("flops", "sum"), **{m: (m, "sum") for m in metrics})
-    for name, values in totals.iterrows():
-        rows.append(row("operator", name, "calls", values["calls"]))
-        for metric in metrics:
-            rows.append(row("operator", name, metric, values[metric]))
-        rows.append(row("operator", name, "cpu_time", values["cpu_time"] / values["calls"],
-                        stat="mean"))
-        if values["flops"] > 0:
-            rows.append(row("operator", name, "flops", values["flops"]))
+    for name, calls, flops, *values in totals.itertuples():  # (iterrows: 40% of a read)
+        rows.append(row("operator", name, "calls", calls))
+        rows += [row("operator", name, metric, value)
+                 for metric, value in zip(metrics, values, strict=True)]
+        rows.append(row("operator", name, "cpu_time", values[0] / calls, stat="mean"))
+        if flops > 0:
+            rows.append(row("operator", name, "flops", flops))
     unattributed = ops.attrs.get("unattributed", 0.0)
     if has_device and unattributed > 0:
         rows += [row("operator", UNATTRIBUTED, "gpu_time", unattributed),
@@ -52,10 +51,11 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     if not shaped.empty:
         by_shape = shaped.groupby(["name", "input_dims"], sort=False).agg(
             calls=("name", "size"), **{m: (m, "sum") for m in metrics})
-        for (name, dims), values in by_shape.iterrows():
+        for (name, dims), calls, *values in by_shape.itertuples():
             label = f"{name} {dims}"
-            rows.append(row("operator_shape", label, "calls", values["calls"]))
-            rows += [row("operator_shape", label, m, values[m]) for m in metrics]
+            rows.append(row("operator_shape", label, "calls", calls))
+            rows += [row("operator_shape", label, metric, value)
+                     for metric, value in zip(metrics, values, strict=True)]
     return rows
 
 
@@ -80,13 +80,14 @@ def _busy_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
 def _device_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
     """Kernels, and copies and fills by kind, with their bytes."""
     rows = []
-    for (kind, name), group in device.groupby(["kind", "name"], sort=False):
-        seconds = group["dur"].to_numpy(float) * scale
-        rows += [row(kind, name, "calls", len(seconds)),
-                 row(kind, name, "gpu_time", seconds.sum()),
-                 row(kind, name, "gpu_time", seconds.mean(), stat="mean")]
+    totals = device.assign(seconds=device["dur"].astype(float) * scale).groupby(
+        ["kind", "name"], sort=False).agg(calls=("seconds", "size"), total=("seconds", "sum"),
+                                          mean=("seconds", "mean"), bytes=("bytes", "sum"))
+    for (kind, name), calls, total, mean, size in totals.itertuples():
+        rows += [row(kind, name, "calls", calls), row(kind, name, "gpu_time", total),
+                 row(kind, name, "gpu_time", mean, stat="mean")]
         if kind != "kernel":
-            rows.append(row(kind, name, "bytes", group["bytes"].sum()))
+            rows.append(row(kind, name, "bytes", size))
     return rows
 
 

@@ -68,8 +68,15 @@ def render_compare(table: pd.DataFrame, format: str, stream: TextIO,
 def visible_text(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with its text columns' control characters shown (safe_text.visible): CSV
     and JSON go to a terminal as often as to a file, and a raw carriage return splits a
-    CSV row (report.parquet keeps the bytes)."""
+    CSV row (report.parquet keeps the bytes). Each distinct text is looked at once."""
     text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(
         frame[c])]
-    return frame.assign(**{c: frame[c].map(lambda v: visible(v) if isinstance(v, str) else v)
-                           for c in text}) if text else frame
+    changed = {}
+    for column in text:
+        values = frame[column]
+        shown = {value: visible(value) for value in pd.unique(values.dropna())
+                 if isinstance(value, str) and visible(value) != value}
+        if shown:
+            changed[column] = values.map(lambda v, shown=shown: shown.get(v, v)
+                                         if isinstance(v, str) else v)
+    return frame.assign(**changed) if changed else frame

@@ -152,10 +152,13 @@ def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown
     """(section, its table cut to `top` rows where long, how many rows were left out) for
     every section the report has rows for."""
     out = []
+    # made once for the files and the terminal, unless the record or the folder changed
+    state = hash((repr(report.meta), str(report.run_dir)))
     for section in SECTIONS:
         if terminal and not section.in_terminal:
             continue
-        table = section.table(report)
+        table = report.once(f"section:{section.anchor}:{state}",
+                            lambda section=section: section.table(report))
         if table.empty:
             continue
         out.append((section.titled(report), *tables.cut(table, top if section.long else None)))

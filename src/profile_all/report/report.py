@@ -37,36 +37,39 @@ class Report(RunData):
     def device_time(self, per_step: bool = False) -> pd.DataFrame:
         """Per rank (and step), the device's time by type and idle, as HTA's temporal
         breakdown."""
-        return trace_analyses.device_time(self.frame, per_step)
+        return self._once(f"device_time:{per_step}",
+                          lambda: trace_analyses.device_time(self.frame, per_step))
 
     def step_time(self) -> pd.DataFrame:
         """Per rank and step, TensorBoard's step time breakdown."""
-        return trace_analyses.step_time(self.frame)
+        return self._once("step_time", lambda: trace_analyses.step_time(self.frame))
 
     def kernel_types(self) -> pd.DataFrame:
         """Per rank, device time by the kernel types busy together."""
-        return trace_analyses.kernel_types(self.frame)
+        return self._once("kernel_types", lambda: trace_analyses.kernel_types(self.frame))
 
     def overlap(self, per_step: bool = False) -> pd.DataFrame:
         """Per rank (and step), communication kernels' time and the share computation
         overlapped."""
-        return trace_analyses.overlap(self.frame, per_step)
+        return self._once(f"overlap:{per_step}",
+                          lambda: trace_analyses.overlap(self.frame, per_step))
 
     def top_kernels(self, top: int = 5) -> pd.DataFrame:
         """Per rank, its `top` kernels with their type and share."""
-        return trace_analyses.top_kernels(self.frame, top)
+        return self._once(f"top_kernels:{top}",
+                          lambda: trace_analyses.top_kernels(self.frame, top))
 
     def launches(self) -> pd.DataFrame:
         """Per rank and runtime call, HTA's kernel launch statistics."""
-        return trace_analyses.launches(self.frame)
+        return self._once("launches", lambda: trace_analyses.launches(self.frame))
 
     def idle_streams(self) -> pd.DataFrame:
         """Per rank and stream, idle time by cause (host wait, kernel wait, other)."""
-        return trace_analyses.idle_streams(self.frame)
+        return self._once("idle_streams", lambda: trace_analyses.idle_streams(self.frame))
 
     def stragglers(self) -> pd.DataFrame:
         """Per step, the slowest rank and the one that computed the most."""
-        return trace_analyses.stragglers(self.frame)
+        return self._once("stragglers", lambda: trace_analyses.stragglers(self.frame))
 
     def findings(self) -> pd.DataFrame:
         """The answer first: a row per finding, most important first (report.findings)."""

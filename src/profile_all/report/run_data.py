@@ -67,6 +67,11 @@ class RunData:
             kept = self._views[view] = (stamp, compute())
         return kept[1].copy()
 
+    def once(self, view: str, compute: Any) -> pd.DataFrame:
+        """`compute()`, made once per frame under the name `view`: the renderers keep their
+        display tables here, which the files and the terminal both show."""
+        return self._once(view, compute)
+
     @property
     def facts(self) -> dict[str, Facts]:
         """What each backend stated about its rows (meta `backend_facts`): which count

@@ -18,6 +18,7 @@ from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
 from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
+from profile_all.runs import parallel_read
 from profile_all.runs.folder import RunDirectory
 from profile_all.runs.store import save
 
@@ -95,15 +96,16 @@ def _read_all(paths: Sequence[str | Path]) -> tuple[list[IngestedFile], list[str
     """The files named, and those the directories named hold that are traces; why each of
     the others was left out."""
     named, found = _expand(paths)
-    files = [read_any(path) for path in named]
-    skipped = []
-    for path in found:  # files a directory holds: those that are not traces are left out
-        try:
-            files.append(read_any(path))
-        except (ImpossibleValues, limits.BeyondLimits):
-            raise  # a trace, but a broken or outsized one: refused as a file named is
-        except IngestError as error:
-            skipped.append(str(error))
+    results = parallel_read.each(read_any, [*named, *found])
+    files, skipped = [], []
+    for path, result in zip([*named, *found], results, strict=True):
+        if not isinstance(result, Exception):
+            files.append(result)
+        elif path in named or isinstance(result, ImpossibleValues | limits.BeyondLimits) or \
+                not isinstance(result, IngestError):
+            raise result  # a file named, or a trace broken or outsized: refused
+        else:  # a file a directory holds that is not a trace: left out
+            skipped.append(str(result))
     return files, skipped
 
 

@@ -1,0 +1,45 @@
+"""Many files read at once, one process a core: an ingest of 64 rank traces is as many
+reads that share nothing.
+
+The workers are forked from this process (which has imported the readers already: a
+fresh interpreter would spend longer importing pandas than reading a trace), each reads
+one file at a time, so memory holds at most a file per core beyond what the report keeps;
+the results come back in the order of the paths. Fork only where this process runs one
+thread (a notebook's kernel, a program with threads of its own: a lock held by another
+thread at the fork would stay held in the child): elsewhere, and on one core, the files
+are read one after the other, as they are for a single file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        return os.cpu_count() or 1
+
+
+def _caught(read: Callable[[Path], Any], path: Path) -> Any:
+    try:
+        return read(path)
+    except Exception as error:  # handed back, raised where the caller looks at it
+        return error
+
+
+def each(read: Callable[[Path], Any], paths: Sequence[Path]) -> list[Any]:
+    """`read(path)` of every path, in order: its result, or the exception it raised."""
+    workers = min(len(paths), _cores())
+    if workers < 2 or threading.active_count() > 1 or "fork" not in \
+            multiprocessing.get_all_start_methods():
+        return [_caught(read, path) for path in paths]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_caught, [read] * len(paths), paths))
