@@ -27,6 +27,7 @@ BUILTIN = {
     "flops-profiler": "profile_all.backends.flops_profiler:FlopsProfiler",
     "memory": "profile_all.backends.memory.backend:Memory",
     "py-spy": "profile_all.backends.py_spy:PySpy",
+    "torch-memory": "profile_all.backends.torch_memory:TorchMemory",
 }
 
 #: what runs when the user names no backend (those that cannot run here are skipped, and

@@ -168,7 +168,8 @@ class Backend:
         """Stop measuring; called just after the target ends, however it ended."""
 
     def step(self) -> None:
-        """An iteration ended (`pa.step()`); heard by backends that define `enter`."""
+        """An iteration ended (`pa.step()`); heard by backends that define `enter`, read
+        region times or define this."""
 
     def steps_found(self, marks: Sequence[float]) -> None:
         """The `perf_counter()` end of each step the pass found but this backend did not
@@ -199,5 +200,7 @@ def listen_to(backends: Sequence[Backend], ctx: PassContext,
     hooks = [backend for backend in backends
              if callable(getattr(backend, "enter", None)) and not backend.region_times]
     logged = [backend for backend in backends if backend.region_times]
-    regions.listen(hooks, [*logged, *steppers], ctx.region_log if logged else None)
-    return [*hooks, *logged]
+    stepping = [backend for backend in backends if backend not in hooks
+                and backend not in logged and type(backend).step is not Backend.step]
+    regions.listen(hooks, [*logged, *stepping, *steppers], ctx.region_log if logged else None)
+    return [*hooks, *logged, *stepping]

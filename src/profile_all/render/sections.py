@@ -51,6 +51,12 @@ IDLE_NOTE = (
     "breakdown): host wait, the launch came after the stream ran dry (the CPU did not keep "
     "up); kernel wait, a gap under 30 µs (launching back to back); other (waiting on "
     "another stream, an event).")
+HELD_NOTE = (
+    "torch's memory profile: each tensor by what it is to the model (a parameter, its "
+    "gradient, the optimizer's state, what the forward keeps for the backward, what lives "
+    "in one operator), at the end of each step and at its peak, and the whole pass's peak; "
+    "other holds the inputs and autograd's own. The largest category at a peak is what to "
+    "shrink first.")
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,8 @@ SECTIONS = (
             note=LAUNCH_NOTE),
     Section("idle-streams", "Idle time per stream, by cause", trace_tables.idle_streams_table,
             long=True, note=IDLE_NOTE),
+    Section("held-memory", "Memory by what holds it", trace_tables.held_memory_table,
+            long=True, note=HELD_NOTE),
     Section("functions", "Functions by self time", tables.functions_table, long=True,
             scopes=("function",), sampled=False),
     Section("sampled", "Functions sampled, by self time", tables.sampled_functions_table,

@@ -1,5 +1,6 @@
 """The trace analyses as stacked bars (Plotly figures, as charts.py draws them): each
-rank's device time by type and idle, and each rank's steps by TensorBoard's categories."""
+rank's device time by type and idle, and each rank's steps by TensorBoard's categories;
+and memory by what holds it over time, stacked areas a device."""
 
 from __future__ import annotations
 
@@ -47,3 +48,28 @@ def step_time(report: Report) -> Figure | None:
                                                          strict=True)]
     return _stacked(labels, table, _STEP_PARTS, "Each step's time by category (TensorBoard's "
                     "step time breakdown)", "ms")
+
+
+def held_memory(report: Report) -> list[tuple[str, Figure]]:
+    """Per device (and rank), each category's bytes over the pass, stacked."""
+    timeline = report.timeline
+    series = timeline[timeline["series"].str.startswith("held_memory:")]
+    if series.empty:
+        return []
+    figures = []
+    for (device, rank), one in series.groupby([series["series"].str.partition(":")[2],
+                                               series["rank"]]):
+        data = [{"type": "scatter", "mode": "lines", "stackgroup": "held",
+                 "name": name.replace("_", " "), "x": points["start"].tolist(),
+                 "y": (points["value"] / 2**20).tolist(),
+                 "hovertemplate": "%{x:.3f} s: %{y:.1f} MiB<extra>" + name + "</extra>"}
+                for name, points in one.groupby("name", sort=False)]
+        title = f"Memory by what holds it, {device}" + (
+            f" rank {rank}" if series["rank"].nunique() > 1 else "")
+        figures.append((title, {"data": data, "layout": {
+            "title": {"text": title, "x": 0, "xanchor": "left"},
+            "xaxis": {"title": {"text": "s since the pass started"}, "automargin": True},
+            "yaxis": {"title": {"text": "MiB"}, "automargin": True, "rangemode": "tozero"},
+            "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
+            "legend": {"orientation": "h"}}}))
+    return figures

@@ -1,4 +1,5 @@
-"""The trace analyses (report/trace_analyses.py) as display tables, one function a view.
+"""The trace analyses (report/trace_analyses.py) and memory by what holds it
+(report/held_memory.py) as display tables, one function a view.
 
 A `pass` column is shown only where one rank's rows come from several passes (an ingest
 of two files of one rank)."""
@@ -106,3 +107,22 @@ def stragglers_table(report: Report) -> pd.DataFrame:
         "most computation": table["most_computation_rank"].map(
             lambda rank: "" if pd.isna(rank) else str(int(rank))),
         "its excess": table["computation_spread"].map(fmt.share)})
+
+
+def held_memory_table(report: Report) -> pd.DataFrame:
+    table = report.held_memory()
+    if table.empty:
+        return pd.DataFrame()
+    shown = pd.DataFrame({
+        "device": table["device"],
+        "step": table["step"].where(table["step"] != "", "whole pass"),
+        "when": table["moment"].map({"at_end": "end", "at_peak": "peak"})})
+    if table["rank"].nunique() > 1:
+        shown.insert(0, "rank", table["rank"].astype(str))
+    for column in ("parameters", "gradients", "optimizer_state", "activations",
+                   "temporaries"):
+        shown[column.replace("_", " ")] = table[column].map(fmt.size)
+    shown["other"] = table[["inputs", "autograd", "other"]].sum(axis=1).map(fmt.size)
+    shown["total"] = table["total"].map(fmt.size)
+    shown["largest"] = table["largest"].str.replace("_", " ")
+    return shown

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report import trace_analyses
+from profile_all.report import held_memory, trace_analyses
 from profile_all.report.compare import compare
 from profile_all.report.findings import findings
 from profile_all.report.run_data import RunData, timeline_frame
@@ -70,6 +70,12 @@ class Report(RunData):
     def stragglers(self) -> pd.DataFrame:
         """Per step, the slowest rank and the one that computed the most."""
         return self._once("stragglers", lambda: trace_analyses.stragglers(self.frame))
+
+    def held_memory(self) -> pd.DataFrame:
+        """Memory by what holds it (parameters, gradients, optimizer state, activations,
+        temporaries...) per device: the whole pass at its peak, each step at its end and
+        its peak (report/held_memory.py)."""
+        return self._once("held_memory", lambda: held_memory.held_memory(self.frame))
 
     def findings(self) -> pd.DataFrame:
         """The answer first: a row per finding, most important first (report.findings)."""

@@ -18,6 +18,7 @@ from profile_all.report.findings import (
     compiling,
     device,
     distortion,
+    held_memory,
     memory,
     per_rank,
     timing,
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
          timing.input_bound, timing.where_time_goes, timing.warm_up,
-         memory.growth, memory.near_capacity, memory.allocator, device.idle, device.syncs,
+         memory.growth, memory.near_capacity, memory.allocator, held_memory.optimizer_state,
+         held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,
          per_rank.launch_bound, trust.doubts, trust.straggler,
          per_rank.computation_straggler)
