@@ -46,12 +46,35 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     assert report.meta.preimported == ["torch"]  # not torch._dynamo: see the README
     assert "## Across ranks" in (out / "summary.md").read_text()
     assert '<section id="ranks">' in (out / "report.html").read_text()
+    _gloo_analyses(report, out)
     lines = [trace["name"] for trace in charts.memory_timeline(report)["data"]]
     assert {"rank 0 process", "rank 1 process"} <= set(lines)  # report.html: each rank's RSS
     assert profile_file(out, 1).name == "cprofile.rank1.prof"  # `view --rank 1` serves it
     wrong = profile_all("view", out, "--rank", "2", "--no-browser")
     assert wrong.returncode == 2
     assert wrong.stderr.strip().endswith("has no cProfile file of rank 2: its ranks are 0, 1")
+
+
+def _gloo_analyses(report: pa.Report, out) -> None:
+    """The live gloo run's analyses per rank: the collectives' host time (checked against
+    the gloo ranges read from the trace with json: at least the longest, at most their
+    sum) and what computation overlapped, the step breakdown and the stragglers."""
+    overlap = report.overlap().set_index("rank")
+    assert set(overlap.index) == {0, 1} and set(overlap["on"]) == {"host"}
+    for rank in (0, 1):
+        with gzip.open(out / "artifacts" / f"torch_trace.rank{rank}.pt.trace.json.gz") as file:
+            spans = [event["dur"] * 1e-6 for event in json.load(file)["traceEvents"]
+                     if str(event.get("name", "")).startswith("gloo:")]
+        assert max(spans) <= overlap.loc[rank, "communication"] <= sum(spans) + 1e-9
+        assert 0 <= overlap.loc[rank, "overlapped"] <= overlap.loc[rank, "communication"]
+    steps = report.step_time()
+    assert set(steps["rank"]) == {0, 1}
+    assert (steps[["data_loader", "cpu", "other"]].sum(axis=1) - steps["step_time"]).abs().max() \
+        < 1e-9  # no device: the step is the host's
+    assert set(report.stragglers()["ranks"]) == {2}
+    summary = (out / "summary.md").read_text()
+    assert "## Communication overlap, per rank" in summary
+    assert "## Step time breakdown, per rank and step" in summary
 
 
 def test_a_failing_rank_is_named_and_the_other_passes_run(tmp_path):

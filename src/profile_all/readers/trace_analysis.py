@@ -25,6 +25,7 @@ from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.device_time import device_time_rows, typed
+from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.step_time import launched_in_steps, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
@@ -260,4 +261,5 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
             launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
     rows += step_rows(annotations, ops, device, runtime, scale)
+    rows += host_communication_rows(annotations, ops, scale)
     return rows + _annotation_rows(trace, device, runtime)

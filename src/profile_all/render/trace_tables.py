@@ -43,11 +43,14 @@ def device_time_table(report: Report) -> pd.DataFrame:
 
 
 def step_time_table(report: Report) -> pd.DataFrame:
+    """A trace with no device activity shows no device column (all zero)."""
     table = report.step_time()
+    device = {"kernel": ("kernel", fmt.seconds), "memcpy": ("memcpy", fmt.seconds),
+              "memset": ("memset", fmt.seconds), "runtime": ("runtime", fmt.seconds)}
+    if not table.empty and not table[list(device)].to_numpy().any():
+        device = {}
     return _shown(table, {
-        "step": ("step", str), "step_time": ("step time", fmt.seconds),
-        "kernel": ("kernel", fmt.seconds), "memcpy": ("memcpy", fmt.seconds),
-        "memset": ("memset", fmt.seconds), "runtime": ("runtime", fmt.seconds),
+        "step": ("step", str), "step_time": ("step time", fmt.seconds), **device,
         "data_loader": ("data loader", fmt.seconds), "cpu": ("CPU exec", fmt.seconds),
         "other": ("other", fmt.seconds)})
 
@@ -55,7 +58,7 @@ def step_time_table(report: Report) -> pd.DataFrame:
 def overlap_table(report: Report) -> pd.DataFrame:
     table = report.overlap()
     return _shown(table, {
-        "communication": ("communication", fmt.seconds),
+        "on": ("on", str), "communication": ("communication", fmt.seconds),
         "overlapped": ("overlapped by computation", fmt.seconds),
         "overlap_share": ("overlap %", fmt.share)})
 

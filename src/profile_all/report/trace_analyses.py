@@ -76,20 +76,29 @@ def kernel_types(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def overlap(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
-    """Per rank (and step): the communication kernels' time (their union), how much of it
-    computation kernels overlapped, and that share (HTA's comp_comm_overlap)."""
+    """Per rank (and step): the communication's time (a union) and how much of it
+    computation overlapped, and that share (HTA's comp_comm_overlap): NCCL kernels against
+    computation kernels on the device (`on` device), else gloo's collectives against the
+    process's operators on the host (`on` host, the whole trace only)."""
     rows = _scope(frame, "kernel_type")
     rows = rows[(rows["parent"] != "") == per_step].rename(columns={"parent": "step"})
     index = [*_KEYS, "step"] if per_step else _KEYS
-    columns = ["rank", *(["step"] if per_step else []), "communication", "overlapped",
+    columns = ["rank", *(["step"] if per_step else []), "on", "communication", "overlapped",
                "overlap_share", "pass"]
     talking = rows[rows["name"].str.contains("communication")]
-    if talking.empty:
-        return pd.DataFrame(columns=columns)
-    both = talking["name"].str.contains("computation")
     table = talking.groupby(index)["value"].sum().rename("communication").to_frame()
-    table["overlapped"] = talking[both].groupby(index)["value"].sum()
-    table = table.fillna(0.0).reset_index()
+    table["overlapped"] = talking[talking["name"].str.contains("computation")].groupby(
+        index)["value"].sum()
+    table = table.fillna(0.0).reset_index().assign(on="device")
+    host = _scope(frame, "host_communication")
+    if not per_step and not host.empty:
+        host = host.pivot_table(index=_KEYS, columns="metric", values="value", aggfunc="sum")
+        host = host.rename(columns={"communication_time": "communication",
+                                    "communication_overlap": "overlapped"}).reset_index()
+        host = host[~host.set_index(_KEYS).index.isin(table.set_index(_KEYS).index)]
+        table = pd.concat([table, host.assign(on="host")], ignore_index=True)
+    if table.empty:
+        return pd.DataFrame(columns=columns)
     table["overlap_share"] = table["overlapped"] / table["communication"].where(
         table["communication"] > 0)
     return table.sort_values(["rank", *index[2:], "pass"], ignore_index=True)[columns]
