@@ -3,8 +3,9 @@
 What no single profiler can say and the report can, since it holds every backend's rows
 side by side: whether the script failed (first: every figure stops there), where the
 time goes, whether the input is the bottleneck, warm-up, memory
-that grows, an idle or waiting device, communication, FLOP/s against the device's peak, and
-whether the numbers can be trusted. Each rule is a function of the report that returns
+that grows and what holds it, an idle, waiting or launch-bound device, communication, the
+rank the others wait for, FLOP/s against the device's peak, and whether the numbers can be
+trusted. Each rule is a function of the report that returns
 findings; none names a backend (what a backend measures is read from its rows and facts).
 """
 
