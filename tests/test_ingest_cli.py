@@ -172,6 +172,32 @@ def test_a_directory_is_read_as_the_traces_in_it(tmp_path):
     assert "a directory with no trace file in it (*.json, *.json.gz" in stderr
 
 
+def test_files_read_side_by_side_keep_their_order_and_their_refusals(tmp_path):
+    """Read by forked workers (one a core): the passes follow the files' names, a file
+    of a directory that is not a trace (or not a whole one) is left out and said, and a
+    broken file named on the command line stops the whole ingest, naming that file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for rank in (2, 0, 1):
+        write_torch_trace(logs / f"r{rank}.json", rank=rank)
+    (logs / "config.json").write_text('{"lr": 0.1}')
+    result = profile_all("ingest", logs, "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert _passes(tmp_path / "run") == {(1, "torch-profiler"): [0], (2, "torch-profiler"): [1],
+                                         (3, "torch-profiler"): [2]}
+    assert any("config.json" in doubt for doubt in pa.load(tmp_path / "run").meta.doubts)
+    whole = (logs / "r1.json").read_bytes()
+    (logs / "r1.json").write_bytes(whole[: len(whole) // 2])
+    result = profile_all("ingest", logs, "-o", tmp_path / "run2")
+    assert result.returncode == 0, result.stderr
+    assert _passes(tmp_path / "run2") == {(1, "torch-profiler"): [0],
+                                          (2, "torch-profiler"): [2]}
+    assert any("r1.json" in doubt for doubt in pa.load(tmp_path / "run2").meta.doubts)
+    stderr = _refused(profile_all("ingest", logs / "r0.json", logs / "r1.json", "-o",
+                                  tmp_path / "run3"), tmp_path / "run3")
+    assert "r1.json" in stderr
+
+
 def test_a_json_array_trace_goes_to_the_chrome_trace_reader(own_trace, tmp_path):
     with gzip.open(own_trace) as stream:
         events = json.load(stream)["traceEvents"]
