@@ -167,15 +167,23 @@ def test_host_device_syncs_and_none():
 
 
 def test_communication_per_rank():
-    def kernels(nccl):
-        return [_t("kernel", "ncclKernel_AllReduce", nccl, metric="gpu_time", rank=1,
-                   backend="tracer"),
-                _t("kernel", "gemm", 1.0, metric="gpu_time", rank=1, backend="tracer")]
+    """NCCL kernels' union against the device's busy time, with the part computation
+    overlapped: as the overlap and device-time tables give them."""
+    def device(talking, computing=0.7):
+        busy = {"computation": computing, "communication": talking - 0.2, "memory": 0.0,
+                "other": 0.0}
+        rows = [_t("device_time", name, value, metric="gpu_time", rank=1, backend="tracer")
+                for name, value in busy.items()]
+        together = {"computation": 0.5, "computation + communication": 0.2,
+                    "communication": talking - 0.2}
+        return rows + [_t("kernel_type", name, value, metric="gpu_time", rank=1,
+                          backend="tracer") for name, value in together.items()]
 
-    found = _rules(_report(kernels(0.5)), "communication")
-    assert len(found) == 1 and found["finding"].iloc[0].startswith("rank 1: communication "
-                                                                    "holds 33.3%")
-    assert _rules(_report(kernels(0.01)), "communication").empty
+    found = _rules(_report(device(0.5)), "communication")
+    assert len(found) == 1 and found["finding"].iloc[0] == (
+        "rank 1: NCCL kernels take 50.0% of the device's busy time (500 ms); 40.0% of it "
+        "overlapped by computation")
+    assert _rules(_report(device(0.21, computing=5.0)), "communication").empty  # 4%
 
 
 def test_efficiency_against_a_given_peak_and_silence_without_one():
@@ -314,7 +322,6 @@ def test_device_findings_on_a_real_a100_trace(fixtures, tmp_path):
     nccl = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if "nccl" in e["name"].lower()]
     compute = [(e["ts"], e["ts"] + e["dur"]) for e in kernels if "nccl" not in e["name"].lower()]
     talking = _rules(report, "communication")
-    assert talking["share"].iloc[0] == pytest.approx(
-        sum(end - start for start, end in nccl) / sum(e["dur"] for e in kernels), abs=1e-4)
+    assert talking["share"].iloc[0] == pytest.approx(_sweep([nccl]) / busy, abs=1e-3)
     overlapped = _sweep([nccl, compute]) / _sweep([nccl])  # 15.6%
     assert f"{overlapped:.1%} of it overlapped by computation" in talking["finding"].iloc[0]

@@ -65,7 +65,9 @@ def test_activations_that_make_the_peak(tmp_path):
     assert peak["activations"] == pytest.approx(WIDE_ACTIVATIONS, rel=0.01)
     assert peak["parameters"] == WIDE_PARAMETERS
     found = report.findings()["finding"].tolist()
-    assert any(line.startswith("activations make the peak on cpu") for line in found)
+    assert any(line.startswith("activations and their gradients make the peak on cpu in "
+                               "step ") or line.startswith("activations make the peak on cpu "
+                                                           "in step ") for line in found)
 
 
 @pytest.mark.gpu

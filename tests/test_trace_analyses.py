@@ -27,7 +27,7 @@ def _trace(rank: int, gemm: float) -> dict:
                 ("cudaLaunchKernel", 30, 2, 3), ("cudaMemcpyAsync", 40, 3, 4),
                 ("cudaLaunchKernel", 92, 3, 5)]
     events = [x("user_annotation", "ProfilerStep#1", 1, 0, 100),
-              x("cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+              x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                 1, 1, 5),
               x("cpu_op", "aten::mm", 1, 8, 10), x("cpu_op", "aten::relu", 1, 28, 5)]
     events += [x("cuda_runtime", name, 1, ts, dur, correlation=c)

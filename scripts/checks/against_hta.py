@@ -90,9 +90,12 @@ def _kernel_types(analysis, report) -> list[bool]:
 
 
 def compare(folder: str) -> bool:
-    analysis = _hta(folder)
     with tempfile.TemporaryDirectory() as out:
         report = pa.ingest([folder], out=Path(out) / "run")
+    if report.device_time().empty:
+        sys.exit(f"{folder}: no device activity in its traces: HTA's analyses are of GPU "
+                 "kernels (HTA itself fails on such a trace)")
+    analysis = _hta(folder)
     results = []
     ours = report.device_time().set_index("rank")
     for _, theirs in analysis.get_temporal_breakdown(visualize=False).iterrows():

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profile_all.readers import IngestError, nsys_csv, nsys_csv_table, nsys_rep, nsys_sqlite
+from profile_all.readers import (
+    BrokenFile,
+    IngestError,
+    nsys_csv,
+    nsys_csv_table,
+    nsys_rep,
+    nsys_sqlite,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: how a speedscope file names its format, near its start
@@ -87,7 +94,7 @@ def read_any(path: str | Path) -> IngestedFile:
         raise IngestError(f"{path}: empty file")
     compressed = head.startswith((nsys_csv_table.GZIP_MAGIC, nsys_csv_table.XZ_MAGIC))
     if compressed and not nsys_csv_table.decompressed_head(head):
-        raise IngestError(f"{path}: corrupt or truncated compressed data")
+        raise BrokenFile(f"{path}: corrupt or truncated compressed data")
     kind = _kind(head)
     if kind is None:
         raise IngestError(f"{path}: not a file profile-all reads; it reads {KINDS_READ}")

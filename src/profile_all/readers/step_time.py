@@ -7,7 +7,8 @@ thread launches the backward). TensorBoard's plugin extends a step to the end of
 device work it launched; so does this: a step spans from its range's start to the later
 of its range's end and its last activity's end. Each moment of that span counts once, for
 the first of kernel, memcpy, memset, runtime (a CUDA runtime or driver call), data loader
-(an operator named `enumerate(DataLoader)...`), CPU execution (any other operator),
+(`enumerate(DataLoader)...`: a range in torch 2 traces, an operator in older ones), CPU
+execution (any other operator),
 other (none of them: Python between operators, waiting) that was busy then, as the
 plugin's overview does.
 """
@@ -85,8 +86,10 @@ def step_rows(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame
     if steps.empty:
         return []
     is_loader = ops["name"].str.startswith(_DATA_LOADER)
+    loading = pd.concat([ops.loc[is_loader, ["ts", "dur"]], annotations.loc[
+        annotations["name"].str.startswith(_DATA_LOADER), ["ts", "dur"]]])
     groups = [_merged(device[device["kind"] == kind]) for kind in ("kernel", "memcpy", "memset")]
-    groups += [_merged(runtime), _merged(ops[is_loader]), _merged(ops[~is_loader])]
+    groups += [_merged(runtime), _merged(loading), _merged(ops[~is_loader])]
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
     types = typed(device) if not device.empty else np.empty(0, dtype=object)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from profile_all.readers import IngestError, limits
+from profile_all.readers import BrokenFile, IngestError, limits
 
 ARRAY_KEY = b'"traceEvents"'
 
@@ -37,7 +37,7 @@ def read_bytes(path: Path) -> bytes:
         try:
             return _gunzip(raw, path, bound)
         except (EOFError, OSError, zlib.error) as error:
-            raise IngestError(f"{path}: corrupt or truncated gzip data ({error})") from None
+            raise BrokenFile(f"{path}: corrupt or truncated gzip data ({error})") from None
     if str(path).endswith(".gz"):
         raise IngestError(f"{path}: named .gz but is not gzip data")
     return raw
@@ -69,7 +69,7 @@ def json_error(path: Path, data: bytes) -> IngestError:
     except orjson.JSONDecodeError as error:
         if not data.strip():
             return IngestError(f"{path}: empty file, not a trace")
-        return IngestError(f"{path}: not valid JSON, corrupt or truncated ({error})")
+        return BrokenFile(f"{path}: not valid JSON, corrupt or truncated ({error})")
     return IngestError(f"{path}: not a torch.profiler chrome trace (no traceEvents list, "
                        "and not a JSON array of events)")
 

@@ -18,6 +18,16 @@ STEP_CATEGORIES = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu"
 _KEYS = ["pass", "rank"]
 
 
+def _in_order(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`table` sorted by `by`, a step (`ProfilerStep#10`) by its number, not its text."""
+    if "step" not in by:
+        return table.sort_values(by, ignore_index=True)
+    number = pd.to_numeric(table["step"].str.extract(r"(\d+)$")[0], errors="coerce")
+    keys = [column if column != "step" else "_number" for column in by]
+    return table.assign(_number=number).sort_values([*keys, "step"], ignore_index=True) \
+        .drop(columns="_number")
+
+
 def _scope(frame: pd.DataFrame, scope: str) -> pd.DataFrame:
     return frame[(frame["scope"] == scope)]
 
@@ -45,7 +55,7 @@ def device_time(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
     table["idle_share"] = table["idle"] / span
     table["computation_share"] = table["computation"] / span
     table["non_computation_share"] = table[DEVICE_TYPES[1:]].sum(axis=1) / span
-    return table.sort_values(["rank", *index[2:], "pass"], ignore_index=True)[columns]
+    return _in_order(table, ["rank", *index[2:], "pass"])[columns]
 
 
 def step_time(frame: pd.DataFrame) -> pd.DataFrame:
@@ -57,7 +67,7 @@ def step_time(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     table = _wide(rows, [*_KEYS, "step"], STEP_CATEGORIES)
     table["step_time"] = table[STEP_CATEGORIES].sum(axis=1)
-    return table.sort_values(["rank", "step", "pass"], ignore_index=True)[columns]
+    return _in_order(table, ["rank", "step", "pass"])[columns]
 
 
 def kernel_types(frame: pd.DataFrame) -> pd.DataFrame:
@@ -101,7 +111,7 @@ def overlap(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     table["overlap_share"] = table["overlapped"] / table["communication"].where(
         table["communication"] > 0)
-    return table.sort_values(["rank", *index[2:], "pass"], ignore_index=True)[columns]
+    return _in_order(table, ["rank", *index[2:], "pass"])[columns]
 
 
 def top_kernels(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
@@ -117,6 +127,7 @@ def top_kernels(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     table = table.reindex(columns=[*_KEYS, "name", "calls", "gpu_time"]).fillna(0.0)
     table["share"] = table["gpu_time"] / table.groupby(_KEYS)["gpu_time"].transform("sum")
     table["type"] = [kernel_type(name, "kernel") for name in table["name"]]
+    table["calls"] = table["calls"].astype("int64")
     table = table.sort_values(["rank", "pass", "gpu_time"], ascending=[True, True, False])
     return table.groupby(_KEYS, sort=False).head(top).reset_index(drop=True)[columns]
 
@@ -175,7 +186,7 @@ def stragglers(frame: pd.DataFrame) -> pd.DataFrame:
     merged = steps.merge(device[["rank", "step", "pass", "computation"]],
                          on=["rank", "step", "pass"], how="left")
     out = []
-    for step, group in merged.groupby("step", sort=True):
+    for step, group in merged.groupby("step", sort=False):  # (in step_time's order)
         if group["rank"].nunique() < 2:
             continue
         median = group["step_time"].median()

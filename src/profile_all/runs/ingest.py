@@ -13,7 +13,7 @@ from pathlib import Path
 
 from profile_all import backends, environment
 from profile_all.errors import UsageError
-from profile_all.readers import IngestError, limits
+from profile_all.readers import BrokenFile, IngestError, limits
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
@@ -36,17 +36,17 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     if not paths:
         raise UsageError("ingest needs at least one file")
     with limits.applied(max_unpacked, max_field):
-        files, skipped = _read_all(paths)
+        files, skipped, broken = _read_all(paths)
     if not files:
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
-                          + "; ".join(skipped[:3]))
+                          + "; ".join((broken + skipped)[:3]))
     _number_nsys_ranks(files)
     rows = []
     for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
         rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
     kept = _kept_copies(files)
-    meta = RunRecord(  # partial: a file's events with impossible values were left out
-        status="partial" if any(file.doubts for file in files) else "complete",
+    meta = RunRecord(  # partial: a rank's file was broken, or events of one were left out
+        status="partial" if broken or any(file.doubts for file in files) else "complete",
         target={"kind": "ingest",
                 "command": shlex.join(["profile-all", "ingest", *map(str, paths)])},
         command=command or [],
@@ -56,7 +56,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
                  for number, file in enumerate(files, start=1)],
         artifacts=[artifact for artifact, _file in kept],
         backend_facts=backends.facts_of(file.backend for file in files),
-        doubts=_doubts(files, skipped))
+        doubts=_doubts(files, skipped, broken))
     timeline = [[file.backend, number, file.rank, *entry]
                 for number, file in enumerate(files, start=1) for entry in file.timeline]
     report = Report.from_rows(rows, meta, timeline=timeline)
@@ -92,21 +92,22 @@ def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, Ingest
     return kept
 
 
-def _read_all(paths: Sequence[str | Path]) -> tuple[list[IngestedFile], list[str]]:
+def _read_all(paths: Sequence[str | Path]
+              ) -> tuple[list[IngestedFile], list[str], list[str]]:
     """The files named, and those the directories named hold that are traces; why each of
-    the others was left out."""
+    the others was left out: no trace (a config file), or a broken one (a rank lost)."""
     named, found = _expand(paths)
     results = parallel_read.each(read_any, [*named, *found])
-    files, skipped = [], []
+    files, skipped, broken = [], [], []
     for path, result in zip([*named, *found], results, strict=True):
         if not isinstance(result, Exception):
             files.append(result)
         elif path in named or isinstance(result, ImpossibleValues | limits.BeyondLimits) or \
                 not isinstance(result, IngestError):
             raise result  # a file named, or a trace broken or outsized: refused
-        else:  # a file a directory holds that is not a trace: left out
-            skipped.append(str(result))
-    return files, skipped
+        else:  # a file a directory holds that is not a whole trace: left out
+            (broken if isinstance(result, BrokenFile) else skipped).append(str(result))
+    return files, skipped, broken
 
 
 def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
@@ -128,11 +129,14 @@ def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
     return named, found
 
 
-def _doubts(files: list[IngestedFile], skipped: list[str]) -> list[str]:
-    """What the reader of this report should know: files left out, events left out for
-    impossible values, and several files of one backend and rank, which the views add up
-    or take the median of."""
-    said = [f"left out, not a trace: {reason}" for reason in skipped]
+def _doubts(files: list[IngestedFile], skipped: list[str], broken: list[str]) -> list[str]:
+    """What the reader of this report should know: broken files left out (what they
+    measured is missing), files that are no trace, events left out for impossible values,
+    and several files of one backend and rank, which the views add up or take the median
+    of."""
+    said = [f"left out, broken (what it measured is missing from this report): {reason}"
+            for reason in broken]
+    said += [f"left out, not a trace: {reason}" for reason in skipped]
     said += [doubt for file in files for doubt in file.doubts]
     by_rank: dict[tuple[str, int], list[str]] = defaultdict(list)
     for file in files:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
+from profile_all.report import trace_analyses
 from profile_all.report.findings.finding import Finding, latency_doubt
 from profile_all.report.findings.peaks import datasheet_peak
 
@@ -100,31 +101,37 @@ def syncs(report: RunData) -> list[Finding]:
 
 
 def communication(report: RunData) -> list[Finding]:
-    """Each rank's device time in NCCL kernels, and how much of it computation overlapped
-    (HTA's communication-computation overlap), where the trace says."""
+    """Per rank (and pass, where one rank has several), the communication's time against
+    what it is a share of, and how much of it computation overlapped, as the overlap and
+    device-time tables give them: NCCL kernels (their union) against the device's busy time
+    (the union of all its activities the steps launched); else gloo's collectives on the
+    host against the trace's host time."""
     frame = report.frame
-    kernels = frame[(frame["scope"] == "kernel") & (frame["metric"] == "gpu_time")
-                    & (frame["stat"] == "total")]
-    traced = _trace_totals(report)
+    table = trace_analyses.overlap(frame)
+    device = trace_analyses.device_time(frame).set_index(["pass", "rank"])
+    traced = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
+                   & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
+    traced = traced.groupby(["pass", "rank"])["value"].sum()
+    several = table.groupby("rank")["pass"].nunique().gt(1)
     out = []
-    for rank, group in kernels.groupby("rank"):
-        whole = group["value"].sum()
-        talking = group.loc[group["name"].str.contains("nccl", case=False), "value"].sum()
-        if not whole > 0 or talking / whole < COMMUNICATION:
+    for _, row in table.iterrows():
+        key = (row["pass"], row["rank"])
+        on_device = row["on"] == "device"
+        base = device.loc[key, trace_analyses.DEVICE_TYPES].sum() if on_device and \
+            key in device.index else traced.get(key, float("nan"))
+        share = row["communication"] / base if base > 0 else 0.0
+        if not share >= COMMUNICATION:
             continue
-        share = talking / whole
-        mine = traced[traced["rank"] == rank] if not traced.empty else traced
-        overlap = ""
-        if not mine.empty and "communication_overlap" in mine and \
-                mine["communication_time"].iloc[0] > 0:
-            overlapped = mine["communication_overlap"].iloc[0] / mine["communication_time"].iloc[0]
-            overlap = f"; {fmt.share(overlapped)} of it overlapped by computation"
+        who = f"rank {row['rank']}" + (f" (pass {row['pass']})" if several[row["rank"]] else "")
+        what = "NCCL kernels" if on_device else "gloo's collectives"
+        of = "the device's busy time" if on_device else "the traced host time"
         out.append(Finding(
-            "communication", f"rank {rank}: communication holds {fmt.share(share)} of "
-            f"device time ({fmt.seconds(talking)} in NCCL kernels){overlap}",
-            weight=share * 0.8, share=share, amount=talking, unit="s",
-            evidence=f"kernels named nccl* on rank {rank}, of {fmt.seconds(whole)} of kernels"
-                     + ("" if overlap else "; the overlap with computation is not in the trace"),
+            "communication", f"{who}: {what} take {fmt.share(share)} of {of} "
+            f"({fmt.seconds(row['communication'])}); {fmt.share(row['overlap_share'])} of it "
+            "overlapped by computation", weight=share * 0.8, share=share,
+            amount=float(row["communication"]), unit="s",
+            evidence=f"{what}' time on {who} (their union), of {fmt.seconds(base)}; "
+                     "the overlap and device-time tables",
             suggestion="overlap it with compute (DDP bucket_cap_mb, gradient "
                        "accumulation with no_sync), fewer or larger collectives"))
     return out

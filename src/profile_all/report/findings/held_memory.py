@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 #: optimizer state this many times the parameters' bytes is worth a smaller optimizer
 STATE_RATIO = 1.5
-#: activations holding this share of a peak or more, and the largest category there
+#: what grows with the batch holding this share of a step's peak or more, and more than
+#: any other category there
 ACTIVATION_SHARE = 0.4
 
 
@@ -48,21 +49,32 @@ def optimizer_state(report: RunData) -> list[Finding]:
 
 
 def activations_at_peak(report: RunData) -> list[Finding]:
-    """At the pass's peak on a device: activations the largest category, and a large share."""
+    """At the highest peak of a step on a device (of the whole pass where there are no
+    steps: a peak after the last step, an evaluation, is no step's), what grows with the
+    batch (activations, and autograd's gradients of them during the backward) larger than
+    any other category and a large share of the peak."""
     table = held_memory(report.frame)
-    peaks = table[(table["moment"] == "at_peak") & (table["step"] == "")]
+    peaks = table[table["moment"] == "at_peak"]
     out = []
-    for _, peak in peaks.iterrows():
-        share = peak["activations"] / peak["total"] if peak["total"] > 0 else 0.0
-        if peak["largest"] != "activations" or share < ACTIVATION_SHARE:
+    for (device, rank), group in peaks.groupby(["device", "rank"]):
+        steps = group[group["step"] != ""]
+        candidates = steps if not steps.empty else group
+        peak = candidates.loc[candidates["total"].idxmax()]  # the first step that reaches it
+        batch = peak["activations"] + peak["autograd"]
+        share = batch / peak["total"] if peak["total"] > 0 else 0.0
+        others = peak[["parameters", "gradients", "optimizer_state", "temporaries"]].max()
+        if share < ACTIVATION_SHARE or batch <= others:
             continue
+        where = (f" rank {rank}" if peaks["rank"].nunique() > 1 else "") + (
+            f" in {peak['step']}" if peak["step"] else "")
+        what = "activations" + (" and their gradients" if peak["autograd"] > 0 else "")
         out.append(Finding(
-            "memory", f"activations make the peak on {peak['device']}: "
-            f"{fmt.size(peak['activations'])} of {fmt.size(peak['total'])} "
-            f"({fmt.share(share)})", weight=share * 0.6, share=share,
-            amount=float(peak["activations"]), unit="B",
-            evidence=f"torch's memory profile at the pass's peak: activations "
-                     f"{fmt.size(peak['activations'])}, parameters "
+            "memory", f"{what} make the peak on {device}{where}: {fmt.size(batch)} of "
+            f"{fmt.size(peak['total'])} ({fmt.share(share)})", weight=share * 0.6,
+            share=share, amount=float(batch), unit="B",
+            evidence=f"torch's memory profile at the peak{where}: activations "
+                     f"{fmt.size(peak['activations'])}, autograd's "
+                     f"{fmt.size(peak['autograd'])}, parameters "
                      f"{fmt.size(peak['parameters'])}, gradients "
                      f"{fmt.size(peak['gradients'])}, optimizer state "
                      f"{fmt.size(peak['optimizer_state'])}",

@@ -57,7 +57,8 @@ def launch_bound(report: RunData) -> list[Finding]:
         out.append(Finding(
             "launch-bound", f"rank {rank}: {fmt.share(share)} of the device work ran shorter "
             "than the call that launched it: launches, not kernels, set the pace",
-            weight=share * 0.5, share=share, amount=float(short), unit="count",
+            weight=share * 0.3, amount=float(short), unit="count",  # (a share of
+            # launches, not of time: no bar beside the time shares)
             evidence=f"{fmt.count(short)} of {fmt.count(calls)} launches on rank {rank}; "
                      "mean CPU time of a launch " + fmt.seconds(
                          (group["cpu_mean"] * group["calls"]).sum() / calls),

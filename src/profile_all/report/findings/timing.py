@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -191,7 +192,9 @@ _WAITS = re.compile(r"\{(?:method '(?:poll|select|acquire|wait|recv\w*|get)' of 
 
 def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     """Without regions: the operators (or functions) with most self time, as a share of
-    their own pass's step time (else of all their self time). A function that only waits
+    their own pass's step time (else of all their self time); an operator's, of its
+    trace's time (operators are counted over the whole trace: an evaluation loop after
+    the last step is in them, and in no step). A function that only waits
     (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
     frame = report.frame
     rows = compilation.without_machinery(
@@ -203,7 +206,8 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     out = []
     for backend, own in rows.groupby("backend"):
         self_times = own.groupby("name")["value"].median()
-        base, what = base_time(report, backend)
+        base, what = _traced_time(report, backend) if scope == "operator" \
+            else base_time(report, backend)
         if not base > 0:
             base, what = float(self_times.sum()), f"{kind}s' self time"
         for name, seconds in self_times.sort_values(ascending=False).head(3).items():
@@ -222,6 +226,16 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
                     evidence=f"{backend} {kind}s: {fmt.seconds(seconds)} self of "
                              f"{fmt.seconds(base)} {what}"))
     return out
+
+
+def _traced_time(report: RunData, backend: str) -> tuple[float, str]:
+    """A trace's host time from its first operator or range to its last, the median over
+    its passes and ranks."""
+    frame = report.frame
+    traced = frame[(frame["backend"] == backend) & (frame["scope"] == "run")
+                   & (frame["name"] == "trace") & (frame["metric"] == "wall_time")]
+    return (float(traced["value"].median()), "traced time") if not traced.empty \
+        else (math.nan, "")
 
 
 def where_time_goes(report: RunData) -> list[Finding]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from profile_all import units as fmt
 from profile_all.report.findings.finding import Finding
 
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
 STRAGGLER = 0.1
 #: the doubts that make measured numbers unsafe to compare, by their first words
 _SERIOUS = ("the clean timing pass", "passes did different work")
+#: a doubt that says part of the report is missing (an ingest's broken rank file): first
+_MISSING = ("left out, broken",)
 
 
 def ended_badly(report: RunData) -> list[Finding]:
@@ -53,7 +57,8 @@ def ended_badly(report: RunData) -> list[Finding]:
 def doubts(report: RunData) -> list[Finding]:
     """Every doubt the run recorded and every loss a backend reported, as findings: the
     noisy clean pass and passes that did different work weigh more than the others."""
-    out = [Finding("trust", line, weight=0.35 if line.startswith(_SERIOUS) else 0.1,
+    out = [Finding("trust", line, weight=0.95 if line.startswith(_MISSING)
+                   else 0.35 if line.startswith(_SERIOUS) else 0.1,
                    evidence="the run's checks (meta.json doubts)")
            for line in report.meta.doubts]
     for summary in report.meta.passes:
@@ -66,16 +71,36 @@ def doubts(report: RunData) -> list[Finding]:
     return out
 
 
+def _per_rank(report: RunData) -> pd.DataFrame:
+    """Per backend and time metric, each rank's median step time (the warm-up step and
+    those that compiled left out, as every per-step figure leaves them), else, where no
+    backend timed steps, each rank's total time of the run and its steps (ranks())."""
+    frame = report.frame
+    steps = frame[(frame["scope"] == "step") & (frame["stat"] == "median")
+                  & frame["metric"].isin(["wall_time", "gpu_time"])]
+    if steps.empty:
+        ranks = report.ranks()
+        return ranks[ranks["scope"].isin(["step", "run"])]
+    out = []
+    for (backend, metric, name), rows in steps.groupby(["backend", "metric", "name"]):
+        per_rank = rows.groupby("rank")["value"].median()
+        if len(per_rank) > 1:
+            out.append({"scope": "step", "name": f"{name} (median)", "backend": backend,
+                        "metric": metric, "min": per_rank.min(), "median": per_rank.median(),
+                        "max": per_rank.max(), "slowest_rank": int(per_rank.idxmax())})
+    return pd.DataFrame(out, columns=["scope", "name", "backend", "metric", "min", "median",
+                                      "max", "slowest_rank"])
+
+
 def straggler(report: RunData) -> list[Finding]:
-    """The slowest rank of the run's (or steps') total time, when it lags the median."""
-    ranks = report.ranks()
-    if ranks.empty:
-        return []
-    timed = ranks[ranks["scope"].isin(["step", "run"])].sort_values("spread", ascending=False)
+    """The slowest rank of the steps' median time (else of the run's total), when it lags
+    the median rank."""
+    timed = _per_rank(report)
     if timed.empty:
         return []
-    worst = timed.iloc[0]
-    lag = (worst["max"] - worst["median"]) / worst["median"] if worst["median"] > 0 else 0.0
+    lags = (timed["max"] - timed["median"]) / timed["median"].where(timed["median"] > 0)
+    worst = timed.loc[lags.fillna(0).idxmax()]
+    lag = float(lags.fillna(0).max())
     if lag < STRAGGLER:
         return []
     return [Finding(
