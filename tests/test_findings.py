@@ -241,6 +241,23 @@ def test_doubts_losses_and_a_straggler():
     assert _rules(_report(even), "straggler").empty
 
 
+def test_a_straggler_is_judged_on_median_steps_not_the_warm_up():
+    """Rank 1's first step (warm-up, left out of every per-step figure) is slow, which
+    puts its total 12% above the others'; its median step is theirs: no straggler. A
+    rank whose median step lags is one."""
+    def rank_rows(rank, total, median):
+        return [_t("step", "step", total, rank=rank),
+                _t("step", "step", median, stat="median", rank=rank),
+                _t("run", "run", total, rank=rank)]
+
+    warm = [*rank_rows(0, 1.0, 0.1), *rank_rows(1, 1.12, 0.1), *rank_rows(2, 1.0, 0.1)]
+    assert _rules(_report(warm), "straggler").empty
+    slow = [*rank_rows(0, 1.0, 0.1), *rank_rows(1, 1.0, 0.13), *rank_rows(2, 1.0, 0.1)]
+    said = _rules(_report(slow), "straggler")["finding"].iloc[0]
+    assert said.startswith("rank 1 is a straggler: 30.0% slower than the median rank (step "
+                           "step (median))")
+
+
 @pytest.fixture(scope="module")
 def slow_input(tmp_path_factory):
     out = tmp_path_factory.mktemp("slow") / "run"

@@ -192,7 +192,10 @@ def test_files_read_side_by_side_keep_their_order_and_their_refusals(tmp_path):
     assert result.returncode == 0, result.stderr
     assert _passes(tmp_path / "run2") == {(1, "torch-profiler"): [0],
                                           (2, "torch-profiler"): [2]}
-    assert any("r1.json" in doubt for doubt in pa.load(tmp_path / "run2").meta.doubts)
+    partial = pa.load(tmp_path / "run2")
+    assert partial.meta.status == "partial"  # a rank is missing: said first
+    assert partial.findings()["finding"].iloc[0].startswith(
+        f"left out, broken (what it measured is missing from this report): {logs / 'r1.json'}")
     stderr = _refused(profile_all("ingest", logs / "r0.json", logs / "r1.json", "-o",
                                   tmp_path / "run3"), tmp_path / "run3")
     assert "r1.json" in stderr

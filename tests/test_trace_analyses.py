@@ -160,3 +160,14 @@ def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
     assert step["rank"] == 34 and step["kernel"] == 0
     assert step["step_time"] == pytest.approx(step[["cpu", "other"]].sum())
     assert json.loads(gzip.decompress(trace.read_bytes()))  # the file is left as it was
+
+
+def test_steps_follow_their_numbers():
+    """ProfilerStep#10 after #9, not after #1 (as text would sort them)."""
+    from profile_all.report.report import Report
+    from profile_all.run_record import RunRecord
+
+    rows = [["torch-profiler", 1, 0, "step_time", "cpu", f"ProfilerStep#{number}",
+             "wall_time", "total", 1e-3 * number, "s"] for number in (10, 1, 9, 2)]
+    report = Report.from_rows(rows, RunRecord(status="complete"))
+    assert report.step_time()["step"].tolist() == [f"ProfilerStep#{n}" for n in (1, 2, 9, 10)]
