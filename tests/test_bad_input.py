@@ -42,8 +42,8 @@ def _write(path: Path, text: str) -> Path:
 def test_unknown_backend_names_the_known_ones(tmp_path):
     result = profile_all("run", TARGETS / "contract.py", "-b", "wallclok", cwd=tmp_path)
     _refused(result, "unknown backend 'wallclok'; known backends: cprofile, cuda-events, "
-                     "flop-counter, flops-profiler, memory, nsys, py-spy, thop, torch-profiler, "
-                     "wallclock")
+                     "flop-counter, flops-profiler, memory, nsys, py-spy, thop, torch-memory, "
+                     "torch-profiler, wallclock")
     _nothing_written(tmp_path)
 
 

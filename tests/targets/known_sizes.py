@@ -10,8 +10,8 @@ WIDE = "wide" in sys.argv[1:]
 DEVICE = "cuda" if "cuda" in sys.argv[1:] else "cpu"
 torch.manual_seed(0)
 if WIDE:
-    model = nn.Sequential(nn.Linear(100, 4000), nn.ReLU(), nn.Linear(4000, 4000), nn.ReLU(),
-                          nn.Linear(4000, 10))
+    model = nn.Sequential(nn.Linear(100, 1000), nn.ReLU(), nn.Linear(1000, 1000), nn.ReLU(),
+                          nn.Linear(1000, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     batch = torch.randn(2048, 100)
 else:

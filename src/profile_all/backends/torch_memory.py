@@ -11,7 +11,8 @@ needs shapes, memory and stacks recorded (`record_shapes`, `profile_memory`,
 
 Per device (CPU, each GPU) and per step (as the pass's steps are marked, from the end of
 one to the end of the next): the bytes of each category at the step's end and at the
-step's peak, and over the whole pass at its peak (rows `held_memory`, parent `cpu/step 3`
+step's peak, and each category's own largest (stat `max`); over the whole pass, at its
+peak and each category's largest (rows `held_memory`, parent `cpu/step 3`
 or `cpu`); the categories over time (timeline series `held_memory:cpu`). Where CUDA is
 present, the CUDA allocator's snapshot is written too, for pytorch.org/memory_viz.
 """
@@ -109,6 +110,14 @@ def _rows_at(held: dict[str, list[int]], at: int, stat: str, parent: str) -> lis
             for name, values in held.items()]
 
 
+def _maxima(held: dict[str, list[int]], within: Sequence[int], parent: str
+            ) -> list[list[Any]]:
+    """Each category's own largest bytes over `within` (stat `max`): the activations at the
+    end of the forward, though the total peaks in the backward."""
+    return [row("held_memory", name, "bytes", max(values[at] for at in within), stat="max",
+                parent=parent) for name, values in held.items()]
+
+
 def device_rows(device: str, times: list[int], held: dict[str, list[int]],
                 marks: list[int]) -> list[list[Any]]:
     """The whole pass's peak and each step's end and peak; `times` in µs, `marks` (the
@@ -117,7 +126,7 @@ def device_rows(device: str, times: list[int], held: dict[str, list[int]],
         return []
     totals = [sum(values) for values in zip(*held.values(), strict=True)]
     peak = max(range(len(totals)), key=totals.__getitem__)
-    rows = [*_rows_at(held, peak, "at_peak", device),
+    rows = [*_rows_at(held, peak, "at_peak", device), *_maxima(held, range(len(times)), device),
             row("held_memory", "total", "peak_memory", totals[peak], parent=device)]
     steps = marks[1:-1]
     position = 0
@@ -132,7 +141,7 @@ def device_rows(device: str, times: list[int], held: dict[str, list[int]],
         parent = f"{device}/step {number}"
         high = max(inside, key=totals.__getitem__)
         rows += [*_rows_at(held, inside[-1], "at_end", parent),
-                 *_rows_at(held, high, "at_peak", parent),
+                 *_rows_at(held, high, "at_peak", parent), *_maxima(held, inside, parent),
                  row("held_memory", "total", "peak_memory", totals[high], parent=parent)]
     return rows
 

@@ -119,7 +119,8 @@ def held_memory_table(report: Report) -> pd.DataFrame:
     shown = pd.DataFrame({
         "device": table["device"],
         "step": table["step"].where(table["step"] != "", "whole pass"),
-        "when": table["moment"].map({"at_end": "end", "at_peak": "peak"})})
+        "when": table["moment"].map({"at_end": "end", "at_peak": "peak",
+                                     "max": "each's largest"})})
     if table["rank"].nunique() > 1:
         shown.insert(0, "rank", table["rank"].astype(str))
     for column in ("parameters", "gradients", "optimizer_state", "activations",

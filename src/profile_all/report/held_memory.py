@@ -12,8 +12,9 @@ COLUMNS = ["device", "step", "moment", *CATEGORIES, "total", "largest", "pass", 
 
 
 def held_memory(frame: pd.DataFrame) -> pd.DataFrame:
-    """A row per device, step ("" for the whole pass, at its peak) and moment (`at_end`,
-    `at_peak`): bytes per category, their total, and the largest category."""
+    """A row per device, step ("" for the whole pass) and moment (`at_end`, `at_peak`, and
+    `max`: each category's own largest, at different moments): bytes per category, their
+    total (at `max`, no moment's), and the largest category."""
     rows = frame[(frame["scope"] == "held_memory") & (frame["name"].isin(CATEGORIES))]
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -22,7 +23,8 @@ def held_memory(frame: pd.DataFrame) -> pd.DataFrame:
     table = rows.pivot_table(index=["pass", "rank", "device", "step", "moment"],
                              columns="name", values="value", aggfunc="sum")
     table = table.reindex(columns=CATEGORIES).fillna(0.0)
-    table["total"] = table[CATEGORIES].sum(axis=1)
+    table["total"] = table[CATEGORIES].sum(axis=1).where(
+        table.index.get_level_values("moment") != "max")  # maxima at different moments
     table["largest"] = table[CATEGORIES].idxmax(axis=1)
     table = table.reset_index().rename_axis(columns=None)
     number = pd.to_numeric(table["step"].str.removeprefix("step "), errors="coerce")
