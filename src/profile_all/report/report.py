@@ -37,39 +37,36 @@ class Report(RunData):
     def device_time(self, per_step: bool = False) -> pd.DataFrame:
         """Per rank (and step), the device's time by type and idle, as HTA's temporal
         breakdown."""
-        return self._once(f"device_time:{per_step}",
-                          lambda: trace_analyses.device_time(self.frame, per_step))
+        return trace_analyses.of(self, "device_time", per_step)
 
     def step_time(self) -> pd.DataFrame:
         """Per rank and step, TensorBoard's step time breakdown."""
-        return self._once("step_time", lambda: trace_analyses.step_time(self.frame))
+        return trace_analyses.of(self, "step_time")
 
     def kernel_types(self) -> pd.DataFrame:
         """Per rank, device time by the kernel types busy together."""
-        return self._once("kernel_types", lambda: trace_analyses.kernel_types(self.frame))
+        return trace_analyses.of(self, "kernel_types")
 
     def overlap(self, per_step: bool = False) -> pd.DataFrame:
         """Per rank (and step), communication kernels' time and the share computation
         overlapped."""
-        return self._once(f"overlap:{per_step}",
-                          lambda: trace_analyses.overlap(self.frame, per_step))
+        return trace_analyses.of(self, "overlap", per_step)
 
     def top_kernels(self, top: int = 5) -> pd.DataFrame:
         """Per rank, its `top` kernels with their type and share."""
-        return self._once(f"top_kernels:{top}",
-                          lambda: trace_analyses.top_kernels(self.frame, top))
+        return trace_analyses.of(self, "top_kernels", top)
 
     def launches(self) -> pd.DataFrame:
         """Per rank and runtime call, HTA's kernel launch statistics."""
-        return self._once("launches", lambda: trace_analyses.launches(self.frame))
+        return trace_analyses.of(self, "launches")
 
     def idle_streams(self) -> pd.DataFrame:
         """Per rank and stream, idle time by cause (host wait, kernel wait, other)."""
-        return self._once("idle_streams", lambda: trace_analyses.idle_streams(self.frame))
+        return trace_analyses.of(self, "idle_streams")
 
     def stragglers(self) -> pd.DataFrame:
         """Per step, the slowest rank and the one that computed the most."""
-        return self._once("stragglers", lambda: trace_analyses.stragglers(self.frame))
+        return trace_analyses.of(self, "stragglers")
 
     def held_memory(self) -> pd.DataFrame:
         """Memory by what holds it (parameters, gradients, optimizer state, activations,

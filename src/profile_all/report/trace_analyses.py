@@ -8,10 +8,15 @@ A rank's rows may come from several passes (an ingest of two files of one rank):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from profile_all.readers.device_time import kernel_type
+
+if TYPE_CHECKING:
+    from profile_all.report.run_data import RunData
 
 DEVICE_TYPES = ["computation", "communication", "memory", "other"]
 STEP_CATEGORIES = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other"]
@@ -202,3 +207,13 @@ def stragglers(frame: pd.DataFrame) -> pd.DataFrame:
                     / computing.median() if busiest is not None and computing.median() > 0
                     else np.nan})
     return pd.DataFrame(out, columns=columns)
+
+
+_VIEWS = {view.__name__: view for view in (device_time, step_time, kernel_types, overlap,
+                                           top_kernels, launches, idle_streams, stragglers)}
+
+
+def of(data: RunData, view: str, *args: object) -> pd.DataFrame:
+    """`view(data.frame, *args)`, made once per frame: the Report's methods, the findings
+    and the sections share it (each asks several times)."""
+    return data.once(f"{view}{args}", lambda: _VIEWS[view](data.frame, *args))

@@ -107,8 +107,8 @@ def communication(report: RunData) -> list[Finding]:
     (the union of all its activities the steps launched); else gloo's collectives on the
     host against the trace's host time."""
     frame = report.frame
-    table = trace_analyses.overlap(frame)
-    device = trace_analyses.device_time(frame).set_index(["pass", "rank"])
+    table = trace_analyses.of(report, "overlap", False)
+    device = trace_analyses.of(report, "device_time", False).set_index(["pass", "rank"])
     traced = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
                    & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
     traced = traced.groupby(["pass", "rank"])["value"].sum()

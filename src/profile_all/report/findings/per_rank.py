@@ -22,7 +22,7 @@ SHORT_LAUNCHES = 0.5
 def computation_straggler(report: RunData) -> list[Finding]:
     """The step where one rank computed the most beyond the median rank: in a collective
     every other rank waits for it, so its excess is the others' communication time."""
-    steps = trace_analyses.stragglers(report.frame)
+    steps = trace_analyses.of(report, "stragglers")
     steps = steps.dropna(subset=["computation_spread"])
     if steps.empty:
         return []
@@ -31,7 +31,7 @@ def computation_straggler(report: RunData) -> list[Finding]:
     if excess < COMPUTATION_EXCESS:
         return []
     rank = int(worst["most_computation_rank"])
-    computed = trace_analyses.device_time(report.frame, per_step=True)
+    computed = trace_analyses.of(report, "device_time", True)
     computed = computed[computed["step"] == worst["step"]].set_index("rank")["computation"]
     return [Finding(
         "straggler", f"rank {rank} computes {fmt.share(excess)} more than the median rank in "
@@ -47,7 +47,7 @@ def computation_straggler(report: RunData) -> list[Finding]:
 def launch_bound(report: RunData) -> list[Finding]:
     """Per rank, device work that ran shorter than its own launch: the GPU finishes it
     before the CPU can hand it the next, so launches, not kernels, set the pace."""
-    launches = trace_analyses.launches(report.frame)
+    launches = trace_analyses.of(report, "launches")
     out = []
     for rank, group in launches.groupby("rank"):
         calls, short = group["calls"].sum(), group["short_kernels"].sum()
