@@ -22,7 +22,13 @@ class Report(RunData):
                   timeline: list[list[Any]] | None = None) -> Report:
         """`samples`: [backend, pass, rank, scope, name, parent, metric, [values]] each;
         `timeline`: TIMELINE_COLUMNS each."""
-        frame = pd.DataFrame(rows, columns=COLUMNS)
+        return cls.from_frame(pd.DataFrame(rows, columns=COLUMNS), meta, samples, timeline)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, meta: RunRecord,
+                   samples: list[list[Any]] | None = None,
+                   timeline: list[list[Any]] | None = None) -> Report:
+        """`frame`: the rows' COLUMNS; `samples` and `timeline` as `from_rows` takes them."""
         frame = frame.astype({"pass": "int64", "rank": "int64", "value": "float64"})
         per_call = pd.DataFrame(samples or [], columns=SAMPLE_COLUMNS).explode("value")
         per_call = per_call.dropna(subset=["value"]).astype(

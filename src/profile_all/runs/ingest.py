@@ -11,12 +11,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from profile_all import backends, environment
 from profile_all.errors import UsageError
 from profile_all.readers import BrokenFile, IngestError, limits
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
+from profile_all.rows import MEASURED
 from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
 from profile_all.runs import parallel_read
 from profile_all.runs.folder import RunDirectory
@@ -41,9 +44,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
                           + "; ".join((broken + skipped)[:3]))
     _number_nsys_ranks(files)
-    rows = []
-    for number, file in enumerate(files, start=1):  # each file is a "pass" of its own
-        rows += [[file.backend, number, file.rank, *measured] for measured in file.rows]
+    frame = _frame(files)
     kept = _kept_copies(files)
     meta = RunRecord(  # partial: a rank's file was broken, or events of one were left out
         status="partial" if broken or any(file.doubts for file in files) else "complete",
@@ -59,7 +60,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         doubts=_doubts(files, skipped, broken))
     timeline = [[file.backend, number, file.rank, *entry]
                 for number, file in enumerate(files, start=1) for entry in file.timeline]
-    report = Report.from_rows(rows, meta, timeline=timeline)
+    report = Report.from_frame(frame, meta, timeline=timeline)
     run_dir = RunDirectory.create(out, "ingest")
     for artifact, file in kept:
         shutil.copyfile(file.path, run_dir.work / artifact.path)
@@ -74,6 +75,20 @@ _KEPT = {"cprofile": ("cprofile.pass{number}.rank{rank}.prof", "SnakeViz",
                       "profile-all view {run_dir}"),
          "py-spy": ("py_spy.pass{number}.rank{rank}.speedscope.json", "speedscope",
                     "open https://www.speedscope.app and load {run_dir}/{path}")}
+
+
+def _frame(files: list[IngestedFile]) -> pd.DataFrame:
+    """Every file's rows, each file a pass of its own: a frame a file, its rows given back
+    as it is made (64 ranks' rows as lists, copied into one list, held 2x their frame)."""
+    frames = []
+    for number, file in enumerate(files, start=1):
+        part = pd.DataFrame(file.rows, columns=MEASURED)
+        file.rows = []
+        part.insert(0, "backend", file.backend)
+        part.insert(1, "pass", number)
+        part.insert(2, "rank", file.rank)
+        frames.append(part)
+    return pd.concat(frames, ignore_index=True)
 
 
 def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, IngestedFile]]:
