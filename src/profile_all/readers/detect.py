@@ -47,6 +47,8 @@ class IngestedFile:
     timeline: list[list[Any]] = field(default_factory=list)
     #: what the report must say of the file: events left out for impossible values
     doubts: list[str] = field(default_factory=list)
+    #: the rows as a frame (rows.MEASURED columns), where the importer made one of them
+    frame: Any = None
 
 
 def _looks_like_json(head: bytes) -> bool:

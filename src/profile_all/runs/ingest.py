@@ -77,13 +77,20 @@ _KEPT = {"cprofile": ("cprofile.pass{number}.rank{rank}.prof", "SnakeViz",
                     "open https://www.speedscope.app and load {run_dir}/{path}")}
 
 
+def _read_framed(path: Path) -> IngestedFile:
+    """A file read, its rows made a frame where it was read (a worker): what comes back is
+    compact, and no process holds every file's rows as lists (64 ranks' rows as lists
+    were the ingest's peak memory)."""
+    file = read_any(path)
+    file.frame, file.rows = pd.DataFrame(file.rows, columns=MEASURED), []
+    return file
+
+
 def _frame(files: list[IngestedFile]) -> pd.DataFrame:
-    """Every file's rows, each file a pass of its own: a frame a file, its rows given back
-    as it is made (64 ranks' rows as lists, copied into one list, held 2x their frame)."""
+    """Every file's rows, each file a pass of its own."""
     frames = []
     for number, file in enumerate(files, start=1):
-        part = pd.DataFrame(file.rows, columns=MEASURED)
-        file.rows = []
+        part = file.frame
         part.insert(0, "backend", file.backend)
         part.insert(1, "pass", number)
         part.insert(2, "rank", file.rank)
@@ -112,7 +119,7 @@ def _read_all(paths: Sequence[str | Path]
     """The files named, and those the directories named hold that are traces; why each of
     the others was left out: no trace (a config file), or a broken one (a rank lost)."""
     named, found = _expand(paths)
-    results = parallel_read.each(read_any, [*named, *found])
+    results = parallel_read.each(_read_framed, [*named, *found])
     files, skipped, broken = [], [], []
     for path, result in zip([*named, *found], results, strict=True):
         if not isinstance(result, Exception):
