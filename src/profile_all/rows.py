@@ -71,8 +71,8 @@ UNIT_OF_METRIC = {
     "peak_memory": "B",
     "bytes": "B",
     "gpu_span": "s",
-    # a trace's device time as a union over streams, its NCCL kernels' union, and how much
-    # of that computation kernels overlapped
+    # a trace's device time as a union over streams; gloo's collectives' union on the host,
+    # and how much of it operators overlapped (readers/host_communication.py)
     "gpu_busy": "s",
     "communication_time": "s",
     "communication_overlap": "s",

@@ -24,7 +24,7 @@ import pandas as pd
 from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
-from profile_all.readers.device_time import device_time_rows, typed
+from profile_all.readers.device_time import device_time_rows
 from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.step_time import launched_in_steps, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
@@ -60,22 +60,12 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     return rows
 
 
-def _busy_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
-    """How long the device was busy (the union over streams, not the sum), and, where NCCL
-    kernels ran, how long it communicated and how much of that computation overlapped."""
+def _busy_row(device: pd.DataFrame, scale: float) -> list[Any]:
+    """How long the device was busy: the union over streams, not the sum (what the steps
+    launched, split by type, is device_time.py's)."""
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
-    rows = [row("run", "trace", "gpu_busy", intervals.union_length(starts, ends) * scale)]
-    types = typed(device)
-    talking = types == "communication"
-    if talking.any():
-        computing = types == "computation"
-        rows += [row("run", "trace", "communication_time",
-                     intervals.union_length(starts[talking], ends[talking]) * scale),
-                 row("run", "trace", "communication_overlap", intervals.overlap_length(
-                     (starts[talking], ends[talking]),
-                     (starts[computing], ends[computing])) * scale)]
-    return rows
+    return row("run", "trace", "gpu_busy", intervals.union_length(starts, ends) * scale)
 
 
 def _device_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
@@ -252,7 +242,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
     if not device.empty:
         busy = device["dur"].sum() * scale
         rows.append(row("run", "trace", "gpu_time", busy))
-        rows += _busy_rows(device, scale)
+        rows.append(_busy_row(device, scale))
         rows.append(row("run", "trace", "attributed_share",
                         1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
     annotations = columns_frame(columns.annotations, ["name", "thread", "ts", "dur"])
