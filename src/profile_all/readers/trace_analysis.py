@@ -134,12 +134,11 @@ def _launched_within(annotations: pd.DataFrame, device: pd.DataFrame,
     return launched
 
 
-def _annotation_rows(trace: ChromeTrace, device: pd.DataFrame,
+def _annotation_rows(trace: ChromeTrace, annotations: pd.DataFrame, device: pd.DataFrame,
                      runtime: pd.DataFrame) -> list[list[Any]]:
     """Steps (ProfilerStep#N) and regions (record_function, pa.region), with parent paths,
     host time, and the device time launched inside them (total and self)."""
     scale = trace.seconds_per_unit
-    annotations = columns_frame(trace.columns.annotations, ["name", "thread", "ts", "dur"])
     if annotations.empty:
         return []
     annotations = annotations.sort_values(["thread", "ts", "dur"], ascending=[True, True, False],
@@ -239,17 +238,16 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
     if spans:  # host time from the first operator or region to the last
         first, last = min(s[0] for s in spans), max(s[1] for s in spans)
         rows.insert(1, row("run", "trace", "wall_time", (last - first) * scale))
+    annotations = columns_frame(columns.annotations, ["name", "thread", "ts", "dur"])
     if not device.empty:
         busy = device["dur"].sum() * scale
         rows.append(row("run", "trace", "gpu_time", busy))
         rows.append(_busy_row(device, scale))
         rows.append(row("run", "trace", "attributed_share",
                         1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
-    annotations = columns_frame(columns.annotations, ["name", "thread", "ts", "dur"])
-    if not device.empty:
         rows += _device_rows(device, scale) + device_time_rows(
             launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
     rows += step_rows(annotations, ops, device, runtime, scale)
     rows += host_communication_rows(annotations, ops, scale)
-    return rows + _annotation_rows(trace, device, runtime)
+    return rows + _annotation_rows(trace, annotations, device, runtime)
