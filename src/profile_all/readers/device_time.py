@@ -46,6 +46,15 @@ SLOW_LAUNCH = 50e-6
 LATE_LAUNCH = 100e-6
 
 
+def launch_times(device: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
+    """Per device activity, the start of the runtime call that launched it (NaN where the
+    trace does not say)."""
+    launch = device["launch"].to_numpy()
+    launched = np.full(len(device), np.nan)
+    launched[launch >= 0] = runtime["ts"].to_numpy(float)[launch[launch >= 0]]
+    return launched
+
+
 def _in_units(seconds: float, scale: float) -> float:
     """A threshold in the trace's units, rounded so that a gap of exactly 30 µs compares
     as HTA compares it in microseconds."""
@@ -154,9 +163,7 @@ def device_time_rows(device: pd.DataFrame, runtime: pd.DataFrame, scale: float
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
     types = typed(device)
-    launch = device["launch"].to_numpy()
-    launched_at = np.full(len(device), np.nan)
-    launched_at[launch >= 0] = runtime["ts"].to_numpy(float)[launch[launch >= 0]]
+    launched_at = launch_times(device, runtime)
     return (split_rows(starts, ends, types, scale)
             + combination_rows(starts, ends, types, scale)
             + _stream_rows(device, launched_at, scale)

@@ -22,7 +22,12 @@ import pandas as pd
 
 from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX
-from profile_all.readers.device_time import combination_rows, split_rows, typed
+from profile_all.readers.device_time import (
+    combination_rows,
+    launch_times,
+    split_rows,
+    typed,
+)
 from profile_all.rows import row
 
 #: TensorBoard's categories, highest priority first (its overview's legend)
@@ -58,18 +63,13 @@ def launched_in_steps(annotations: pd.DataFrame, device: pd.DataFrame,
     if steps.empty or device.empty:
         return device
     last_end = float((steps["ts"] + steps["dur"]).max())
-    launch = device["launch"].to_numpy()
-    launched_at = np.full(len(device), np.inf)
-    launched_at[launch >= 0] = runtime["ts"].to_numpy(float)[launch[launch >= 0]]
-    return device[launched_at <= last_end]
+    return device[launch_times(device, runtime) <= last_end]  # (NaN: unknown, left out)
 
 
 def _launching_step(steps: pd.DataFrame, device: pd.DataFrame, runtime: pd.DataFrame
                     ) -> np.ndarray:
     """Per device activity, the position of the step whose range held its launch, or -1."""
-    launch = device["launch"].to_numpy()
-    launched_at = np.full(len(device), np.nan)
-    launched_at[launch >= 0] = runtime["ts"].to_numpy(float)[launch[launch >= 0]]
+    launched_at = launch_times(device, runtime)
     begins = steps["ts"].to_numpy(float)
     closes = begins + steps["dur"].to_numpy(float)
     step = np.searchsorted(begins, launched_at, side="right") - 1

@@ -4,7 +4,12 @@ category."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
+
+if TYPE_CHECKING:
+    from profile_all.report.run_data import RunData
 
 CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "temporaries",
               "inputs", "autograd", "other"]
@@ -31,3 +36,9 @@ def held_memory(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(_number=number.fillna(-1)).sort_values(
         ["pass", "rank", "device", "_number", "moment"])
     return table[COLUMNS].reset_index(drop=True)
+
+
+def of(data: RunData) -> pd.DataFrame:
+    """`held_memory(data.frame)`, made once per frame for the Report, its findings and its
+    sections."""
+    return data.once("held_memory", lambda: held_memory(data.frame))

@@ -78,7 +78,7 @@ class Report(RunData):
         """Memory by what holds it (parameters, gradients, optimizer state, activations,
         temporaries...) per device: the whole pass at its peak, each step at its end and
         its peak (report/held_memory.py)."""
-        return self._once("held_memory", lambda: held_memory.held_memory(self.frame))
+        return held_memory.of(self)
 
     def findings(self) -> pd.DataFrame:
         """The answer first: a row per finding, most important first (report.findings)."""

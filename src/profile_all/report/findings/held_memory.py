@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profile_all import units as fmt
+from profile_all.report import held_memory
 from profile_all.report.findings.finding import Finding
-from profile_all.report.held_memory import held_memory
 
 if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
@@ -22,7 +22,7 @@ ACTIVATION_SHARE = 0.4
 def optimizer_state(report: RunData) -> list[Finding]:
     """At the end of the last step: the optimizer's state against the parameters (Adam
     keeps two tensors a parameter, SGD with momentum one)."""
-    table = held_memory(report.frame)
+    table = held_memory.of(report)
     ends = table[(table["moment"] == "at_end") & (table["step"] != "")]
     out = []
     for (device, rank), group in ends.groupby(["device", "rank"]):
@@ -53,7 +53,7 @@ def activations_at_peak(report: RunData) -> list[Finding]:
     steps: a peak after the last step, an evaluation, is no step's), what grows with the
     batch (activations, and autograd's gradients of them during the backward) larger than
     any other category and a large share of the peak."""
-    table = held_memory(report.frame)
+    table = held_memory.of(report)
     peaks = table[table["moment"] == "at_peak"]
     out = []
     for (device, rank), group in peaks.groupby(["device", "rank"]):
