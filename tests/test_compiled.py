@@ -121,3 +121,59 @@ def test_compile_machinery_is_compile_time_not_operators(compiled_run):
                      & frame["name"].str.endswith(" (dynamo_timed)")]
     assert not in_trace.empty  # still in the data, as torch.profiler recorded them
     assert isinstance(report.compilation(), pd.DataFrame)
+
+
+def test_a_compiled_model_is_timed_counted_and_its_compile_recorded(tmp_path):
+    """`profile-all model` of a factory that returns torch.compile(model): its passes import
+    torch alone (no pass imports Dynamo before the model's own torch.compile does), and
+    the compile is still watched from that import: recorded in the timing pass, the FLOP
+    counters' note said, every counter's FLOPs those of the eager model, by hand."""
+    out = tmp_path / "run"
+    done = profile_all("model", f"{TARGETS / 'compiled_model.py'}:compiled_mlp",
+                       "--input-shape", "8,64", "--iters", "30", "--warmup", "3", "-o", out,
+                       timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = pa.load(out)
+    assert report.meta.preimported == ["torch"]
+    compiled = report.compilation()
+    assert list(compiled["pass"]) == [1] and compiled["seconds"].iloc[0] > 0
+    assert report.meta.passes[0].compilation["graphs"] == 1
+    flop_pass = next(p for p in report.meta.passes if p.backends == ["flop-counter"])
+    assert any("torch.compile compiles nothing under FlopCounterMode" in failure["error"]
+               for failure in flop_pass.backend_failures)
+    by_hand = 2 * 8 * (64 * 128 + 128 * 10)  # two matmuls, multiply and add
+    counters = report.counters().set_index("counter")["flops"]
+    assert counters["flop-counter"] == counters["thop"] == by_hand
+    assert HOOK_WARNING not in done.stderr
+
+
+COUNT_THEN_COMPILE = """
+import sys, torch
+from torch import nn
+from profile_all.backends.flop_counter import _tracked_counter
+from profile_all.backends.roots import RootModules
+roots = RootModules(lambda *call: None)
+roots.start()
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+x = torch.randn(8, 64)
+counter = _tracked_counter(roots, {})
+with counter:
+    model(x)
+print("EAGER", counter.get_total_flops(), "torch._dynamo" in sys.modules)
+counter = _tracked_counter(roots, {})
+with counter:  # Dynamo imported while the mode counts, by the model's own compile
+    torch.compile(model, backend="aot_eager")(x)
+print("COMPILED", counter.get_total_flops(), "torch._dynamo" in sys.modules)
+"""
+
+
+def test_flop_counting_imports_no_dynamo_until_the_target_does():
+    """torch wraps FlopCounterMode's dispatch so that Dynamo never traces it, importing
+    Dynamo at the first operator counted; profile-all's counter imports it no earlier than
+    the target, and counts the same once the target's torch.compile imported it."""
+    done = subprocess.run([sys.executable, "-c", COUNT_THEN_COMPILE], capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    by_hand = 2 * 8 * (64 * 128 + 128 * 10)
+    assert f"EAGER {by_hand} False" in done.stdout
+    assert f"COMPILED {by_hand} True" in done.stdout

@@ -14,8 +14,9 @@ recompile reason (`torch._dynamo.utils.get_compilation_metrics()`), each graph b
 reason and user stack (`torch._dynamo.utils.graph_break_reasons`, what
 `torch._dynamo.explain` reads), and the unique graphs (`counters["stats"]`).
 
-Watched only where `torch._dynamo` is imported when the pass starts (every forked pass
-imports it, except under a gloo process group, where torch 2.13 deadlocks on it).
+Watched from the pass's start where `torch._dynamo` is imported then (a script's forked
+passes import it first, except under a gloo process group, where torch 2.13 deadlocks on
+it), else from its import (a model's passes: the model's own torch.compile imports it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
+from profile_all import after_import
 from profile_all.rows import row
 
 #: a subscriber hears each compiled module made (the OptimizedModule), or None for the
@@ -55,6 +57,7 @@ class CompileWatch:
         self.compiled_modules: list[Any] = []
         self._open: float | None = None
         self._dynamo: Any = None
+        self._waiting: after_import.AfterImport | None = None
         self._compiled_anything = False
         self._stopped = False
 
@@ -77,7 +80,13 @@ class CompileWatch:
 
     def start(self) -> None:
         _active.append(self)
-        if "torch._dynamo" not in sys.modules:
+        if "torch._dynamo" in sys.modules:
+            self._watch()
+        else:  # a model's pass: Dynamo comes with the model's own torch.compile, if at all
+            self._waiting = after_import.call("torch._dynamo", self._watch)
+
+    def _watch(self) -> None:
+        if self._stopped:
             return
         from torch._dynamo import utils
         from torch._dynamo.callback import callback_handler
@@ -114,7 +123,10 @@ class CompileWatch:
     def stop(self) -> None:
         if self in _active:
             _active.remove(self)
+        if self._waiting is not None:
+            self._waiting.cancel()
         if self._dynamo is None or self._stopped:
+            self._stopped = True
             return
         self._stopped = True
         _utils, callback_handler, optimized = self._dynamo

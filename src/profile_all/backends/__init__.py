@@ -86,12 +86,14 @@ def select(names: list[str] | None, default: tuple[str, ...] = DEFAULT) -> Selec
     return Selection(runnable, skipped)
 
 
-def preimports(selected: list[type[Backend]]) -> list[str]:
+def preimports(selected: list[type[Backend]], every_builtin: bool = True) -> list[str]:
     """Modules every pass imports before the target's clock starts: those of every
     built-in backend that can run here, whatever was selected, and the selected plug-ins'.
-    So a target's time never holds `import torch` in one run and not in another (with
-    `-b cprofile` alone it once did: 1.53 s against 75 ms)."""
-    classes = [load(name) for name in BUILTIN] + list(selected)
+    So a script's time never holds `import torch` in one run and not in another (with
+    `-b cprofile` alone it once did: 1.53 s against 75 ms). `every_builtin=False`: the
+    selected backends' alone (a model's passes, whose target time no run compares: the
+    latency is its timing pass's own clock)."""
+    classes = ([load(name) for name in BUILTIN] if every_builtin else []) + list(selected)
     return sorted({module for cls in classes if cls.available()[0] for module in cls.imports})
 
 

@@ -25,6 +25,7 @@ names them for thop and flops-profiler ("Sequential", "Sequential#2").
 from __future__ import annotations
 
 import gc
+import sys
 import warnings
 import weakref
 from collections import Counter
@@ -142,10 +143,41 @@ def _modules_alive() -> list[Any]:
         return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
 
 
+def _dynamo_disabled_when_imported(mode_class: Any) -> None:
+    """torch wraps a dispatch mode's `__torch_dispatch__` in `torch._disable_dynamo`, which
+    imports torch._dynamo at the first operator the mode sees (1 s on a small machine), so
+    that Dynamo never traces the mode. Dynamo not imported traces nothing: until it is
+    (imported whole), the wrapper is handed the plain function; then torch's wrapper makes
+    its own disabled function, as it would have. A pass whose model does not compile then
+    imports no Dynamo the user's process would not. Where torch wraps otherwise (another
+    version), nothing is changed."""
+    wrapper = mode_class.__dict__.get("__torch_dispatch__")
+    plain = getattr(wrapper, "__wrapped__", None)
+    if plain is None or getattr(plain, _DISABLED, None) is not None:
+        return
+
+    def until_dynamo(*args: Any, **kwargs: Any) -> Any:
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None or getattr(dynamo.__spec__, "_initializing", False):
+            return plain(*args, **kwargs)
+        delattr(plain, _DISABLED)  # torch's wrapper makes and keeps the real one
+        return wrapper(*args, **kwargs)
+
+    setattr(plain, _DISABLED, until_dynamo)
+
+
+#: where torch._disable_dynamo keeps the disabled function it made
+_DISABLED = "__dynamo_disable"
+
+
 def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
     """A FlopCounterMode with `_tracker(roots)`, which keeps backward and attention FLOPs
     per module apart. Built on FlopCounterMode's private `_count_flops` (torch 2.13)."""
+    from torch.utils import flop_counter
     from torch.utils.flop_counter import FlopCounterMode
+
+    # the dispatch mode inside FlopCounterMode (torch >= 2.5), or FlopCounterMode itself
+    _dynamo_disabled_when_imported(getattr(flop_counter, "_FlopCounterMode", FlopCounterMode))
 
     class Mode(FlopCounterMode):
         def __init__(self) -> None:

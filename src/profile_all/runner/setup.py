@@ -68,7 +68,7 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     _check_isolation(target, isolate, launch, timeout)
     selection = _selection(target, backend_names, isolate)
     return Setup(target, selection, options or {}, timeout, isolate, launch,
-                 _preimports(selection, launch), repeat,
+                 _preimports(selection, launch, isinstance(target, ModelTarget)), repeat,
                  isolate and not fresh_processes and not launch.distributed
                  and server_handle.fork_available(), peak_flops)
 
@@ -135,8 +135,12 @@ def check_steps(pass_steps: int | str | None,
     return pass_steps, max_steps
 
 
-def _preimports(selection: backends.Selection, launch: Launch) -> list[str]:
-    preimport = backends.preimports(selection.runnable)
+def _preimports(selection: backends.Selection, launch: Launch, is_model: bool) -> list[str]:
+    """What every pass imports first: for a model, what its backends import (by default
+    torch alone, not torch._dynamo: a second of the server's start that the check and the
+    timing pass would wait for, and that no pass of a model needs unless the model
+    compiles, which imports it itself as the user's process would)."""
+    preimport = backends.preimports(selection.runnable, every_builtin=not is_model)
     if launch.distributed:
         # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
         # DDP's teardown about one run in two, under bare torchrun too
