@@ -130,8 +130,8 @@ def test_a_compiled_model_is_timed_counted_and_its_compile_recorded(tmp_path):
     counters' note said, every counter's FLOPs those of the eager model, by hand."""
     out = tmp_path / "run"
     done = profile_all("model", f"{TARGETS / 'compiled_model.py'}:compiled_mlp",
-                       "--input-shape", "8,64", "--iters", "30", "--warmup", "3", "-o", out,
-                       timeout=300)
+                       "--input-shape", "8,64", "--iters", "30", "--warmup", "3",
+                       "-b", "flop-counter", "-b", "thop", "-o", out, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
     assert report.meta.preimported == ["torch"]
