@@ -128,9 +128,13 @@ def test_two_model_benchmarks_compare_on_their_iterations(tmp_path):
     import torch
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
-    runs = [pa.profile_model(model, [torch.randn(8, 64)], backends=[], iters=40, warmup=3,
-                             out=tmp_path / name) for name in ("a", "b")]
+    runs = [pa.profile_model(model, [torch.randn(8, 64)], backends=counters, iters=40,
+                             warmup=3, out=tmp_path / name)
+            for name, counters in (("a", []), ("b", ["flop-counter"]))]
     table = runs[0].compare(runs[1])
+    # their counters import differently (torch, or nothing): not the latency's concern
+    assert runs[0].meta.preimported != runs[1].meta.preimported
+    assert table.attrs["notes"] == []
     latency = table[table["kind"] == "model"].iloc[0]
     assert latency["metric"] == "latency median" and latency["backend"] == "bench"
     assert latency["calls_a"] == latency["calls_b"] == 40
