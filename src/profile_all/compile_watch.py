@@ -125,10 +125,9 @@ class CompileWatch:
             _active.remove(self)
         if self._waiting is not None:
             self._waiting.cancel()
-        if self._dynamo is None or self._stopped:
-            self._stopped = True
+        stopped_before, self._stopped = self._stopped, True
+        if self._dynamo is None or stopped_before:
             return
-        self._stopped = True
         _utils, callback_handler, optimized = self._dynamo
         callback_handler.remove_start_callback(self._started)
         callback_handler.remove_end_callback(self._ended)

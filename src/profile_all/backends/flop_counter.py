@@ -143,6 +143,10 @@ def _modules_alive() -> list[Any]:
         return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
 
 
+#: where torch._disable_dynamo keeps the disabled function it made
+_DISABLED = "__dynamo_disable"
+
+
 def _dynamo_disabled_when_imported(mode_class: Any) -> None:
     """torch wraps a dispatch mode's `__torch_dispatch__` in `torch._disable_dynamo`, which
     imports torch._dynamo at the first operator the mode sees (1 s on a small machine), so
@@ -160,14 +164,10 @@ def _dynamo_disabled_when_imported(mode_class: Any) -> None:
         dynamo = sys.modules.get("torch._dynamo")
         if dynamo is None or getattr(dynamo.__spec__, "_initializing", False):
             return plain(*args, **kwargs)
-        delattr(plain, _DISABLED)  # torch's wrapper makes and keeps the real one
+        plain.__dict__.pop(_DISABLED, None)  # torch's wrapper makes and keeps the real one
         return wrapper(*args, **kwargs)
 
     setattr(plain, _DISABLED, until_dynamo)
-
-
-#: where torch._disable_dynamo keeps the disabled function it made
-_DISABLED = "__dynamo_disable"
 
 
 def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
