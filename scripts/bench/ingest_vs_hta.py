@@ -9,10 +9,13 @@ rank files, in one run and alternating which goes first, each in a fresh process
 - profile-all: `profile-all ingest DIR -o OUT`, the whole report written (tables, HTML,
   summary.md), every analysis included.
 
-Wall time is the command's; peak memory is the largest sum of PSS (proportional set size:
-a page shared by n processes counts 1/n in each) over the process and its children,
-sampled every 50 ms: both tools fork workers, whose pages shared with their parent a sum
-of RSS would count once per process. Goal (issue 26): at 8 rank
+Wall time is the command's, run with nothing watching it; peak memory is measured in a
+run of its own: the largest sum of PSS (proportional set size: a page shared by n
+processes counts 1/n in each) over the process and its children, sampled every 50 ms (both
+tools fork workers, whose pages shared with their parent a sum of RSS would count once per
+process). Reading each process's page map 20 times a second takes a core's share of a
+2-core machine, and more of it the more processes a tool runs: the time of a sampled run
+measured the sampler too. Goal (issue 26): at 8 rank
 files, profile-all <= 0.5x HTA's wall time and <= HTA's peak memory.
 
     python scripts/bench/ingest_vs_hta.py [--ranks 1,8,64] [--rounds 2] [--trace FILE]
@@ -58,9 +61,18 @@ def rank_files(sources: list[Path], count: int, folder: Path) -> Path:
     return folder
 
 
-def measured(command: list[str]) -> tuple[float, int]:
-    """(seconds, peak PSS of the process tree in bytes) of a command run to its end."""
+def timed(command: list[str]) -> float:
+    """Seconds of a command run to its end, nothing else running beside it."""
     started = time.perf_counter()
+    ended = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seconds = time.perf_counter() - started
+    if ended.returncode != 0:
+        sys.exit(f"{command[:4]} failed: {ended.stderr.decode()[-2000:]}")
+    return seconds
+
+
+def peak_memory(command: list[str]) -> int:
+    """Peak PSS of the process tree in bytes, of a command run to its end."""
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while process.poll() is None:
@@ -72,10 +84,9 @@ def measured(command: list[str]) -> tuple[float, int]:
             pass
         peak = max(peak, total)
         time.sleep(0.05)
-    seconds = time.perf_counter() - started
     if process.returncode != 0:
         sys.exit(f"{command[:4]} failed: {process.stderr.read().decode()[-2000:]}")
-    return seconds, peak
+    return peak
 
 
 def main() -> None:
@@ -94,18 +105,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for count in map(int, options.ranks.split(",")):
             folder = rank_files(sources, count, Path(scratch) / f"ranks{count}")
-            theirs, ours = [], []
+            seconds: dict[str, list[float]] = {"hta": [], "ours": []}
+            peaks: dict[str, list[int]] = {"hta": [], "ours": []}
             for round_ in range(options.rounds):
-                out = Path(scratch) / f"out{count}-{round_}"
-                runs = [("hta", [sys.executable, "-c", HTA, str(folder)]),
-                        ("ours", [sys.executable, "-m", "profile_all", "ingest", str(folder),
-                                  "-o", str(out)])]
-                for who, command in runs if round_ % 2 == 0 else runs[::-1]:
-                    (theirs if who == "hta" else ours).append(measured(command))
-            hta_s = statistics.median(s for s, _ in theirs)
-            our_s = statistics.median(s for s, _ in ours)
-            hta_m = statistics.median(m for _, m in theirs)
-            our_m = statistics.median(m for _, m in ours)
+                for way, measure, kept in ((0, timed, seconds), (1, peak_memory, peaks)):
+                    out = Path(scratch) / f"out{count}-{round_}-{way}"
+                    runs = [("hta", [sys.executable, "-c", HTA, str(folder)]),
+                            ("ours", [sys.executable, "-m", "profile_all", "ingest",
+                                      str(folder), "-o", str(out)])]
+                    for who, command in runs if round_ % 2 == 0 else runs[::-1]:
+                        kept[who].append(measure(command))
+            hta_s, our_s = (statistics.median(seconds[who]) for who in ("hta", "ours"))
+            hta_m, our_m = (statistics.median(peaks[who]) for who in ("hta", "ours"))
             print(f"{count:>5} {hta_s:>8.2f} {our_s:>8.2f} {our_s / hta_s:>7.2f} "
                   f"{hta_m / 1e6:>8.0f} {our_m / 1e6:>8.0f} {our_m / hta_m:>8.2f}", flush=True)
 

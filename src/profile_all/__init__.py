@@ -58,7 +58,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
         launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False,
         observer: Any = None, command: Sequence[str] | None = None,
         pass_steps: int | str | None = None, max_steps: int | None = None,
-        show_output: str = "first") -> Any:
+        show_output: str = "first", meanwhile: Any = None) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     backends: names as `profile-all backends` lists them (default: every backend that can
@@ -90,6 +90,9 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     show_output: "first" shows the target's output of the first pass only (every pass's
     is in artifacts/passN.stdout.log and .stderr.log); "all" shows every pass's; "none"
     shows none.
+    meanwhile: a function called with the Report while its files are written, by a forked
+    process where this one runs a single thread (the CLI draws the report in the terminal
+    then); the call returns once both are done.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ScriptTarget
@@ -112,28 +115,33 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
                             repeat=repeat, observer=_observer(observer), pass_steps=pass_steps,
                             max_steps=max_steps, show_output=show_output,
                             command=validate.strings("command", command or [], paths_too=True),
-                            fresh_processes=validate.flag("fresh_processes", fresh_processes))
+                            fresh_processes=validate.flag("fresh_processes", fresh_processes),
+                            meanwhile=validate.report_function("meanwhile", meanwhile))
 
 
 def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
-          force: bool = False, command: Sequence[str] | None = None) -> Any:
-    """One Report from the run directories of several nodes (`profile-all merge`)."""
+          force: bool = False, command: Sequence[str] | None = None,
+          meanwhile: Any = None) -> Any:
+    """One Report from the run directories of several nodes (`profile-all merge`);
+    meanwhile: as for `run`."""
     from profile_all.runs.merge import merge as merge_runs
 
     return merge_runs(validate.paths("run_dirs", run_dirs),
                       validate.path("out", out, optional=True),
                       force=validate.flag("force", force),
-                      command=validate.strings("command", command or [], paths_too=True))
+                      command=validate.strings("command", command or [], paths_too=True),
+                      meanwhile=validate.report_function("meanwhile", meanwhile))
 
 
 def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
            command: Sequence[str] | None = None, max_unpacked: int | str | None = None,
-           max_field: int | str | None = None) -> Any:
+           max_field: int | str | None = None, meanwhile: Any = None) -> Any:
     """A Report from profiler files that already exist (`profile-all ingest`): chrome
     traces (a file, or a directory of them), pstats, Nsight Systems exports and reports,
     `nsys stats` CSVs, mprofile .dat files; a rank per trace. `max_unpacked` (bytes a file
     may unpack to, default 4G) and `max_field` (characters of one name or field, default
-    1M): a file beyond them is refused, not read (bytes or text like `512M`)."""
+    1M): a file beyond them is refused, not read (bytes or text like `512M`). meanwhile:
+    as for `run`."""
     from profile_all.runs.ingest import ingest as ingest_files
 
     unpacked = validate.byte_size("max_unpacked", max_unpacked)
@@ -141,7 +149,8 @@ def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
     return ingest_files(validate.paths("files", files), validate.path("out", out, optional=True),
                         command=validate.strings("command", command or [], paths_too=True),
                         max_unpacked=int(unpacked) if unpacked else None,
-                        max_field=int(field) if field else None)
+                        max_field=int(field) if field else None,
+                        meanwhile=validate.report_function("meanwhile", meanwhile))
 
 
 def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None) -> Any:
@@ -173,7 +182,7 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
                   max_memory: float | str | None = None, count_on: str = "device",
                   peak_flops: float | None = None,
                   timeout: float | None = None, repeat: int = 1, observer: Any = None,
-                  command: Sequence[str] | None = None) -> Any:
+                  command: Sequence[str] | None = None, meanwhile: Any = None) -> Any:
     """Benchmark a model and count its FLOPs with every counter; write and return a Report.
 
     model: a live nn.Module (every pass runs in this process) or a SPEC string,
@@ -187,7 +196,7 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     max_memory: the batch search on CPU stops before this much memory: bytes, or "8G".
     count_on: "meta" builds and runs the model on the meta device in the passes whose
     counters count from shapes alone (flop-counter, thop): nothing computed, no weights.
-    observer, command: as for `run`.
+    observer, command, meanwhile: as for `run`.
     """
     from profile_all.runner import orchestrator
     from profile_all.targets import ModelTarget
@@ -209,13 +218,14 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     return orchestrator.run(target, backend_names=backends, out=out, timeout=timeout,
                             isolate=not live, peak_flops=peak_flops, repeat=repeat,
                             observer=_observer(observer),
-                            command=validate.strings("command", command or [], paths_too=True))
+                            command=validate.strings("command", command or [], paths_too=True),
+                            meanwhile=validate.report_function("meanwhile", meanwhile))
 
 
 def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
            rate: int = 50, native: bool = False, idle: bool = False,
            torch_steps: int | None = 5, command: Sequence[str] | None = None,
-           progress: Any = None) -> Any:
+           progress: Any = None, meanwhile: Any = None) -> Any:
     """Profile a Python process that is already running, without restarting it
     (`profile-all attach PID`): py-spy samples its stacks `rate` times a second for
     `duration` seconds (or until it ends, or profile-all is stopped), with native frames
@@ -223,7 +233,8 @@ def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
     children come from the OS; where it listens (it called `pa.step()` or `pa.listen()`),
     it is asked for a torch.profiler window of `torch_steps` steps (None: not asked).
     Writes and returns a Report; what was sampled is kept whatever ends it. `progress`:
-    called with a line once sampling has begun (the CLI prints it)."""
+    called with a line once sampling has begun (the CLI prints it); meanwhile: as for
+    `run`."""
     from profile_all.runner import attach as attaching
     from profile_all.runner import attach_report
     from profile_all.runs.folder import RunDirectory
@@ -233,13 +244,14 @@ def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
     if torch_steps is not None:
         validate.whole("torch_steps", torch_steps, 1)
     out = validate.path("out", out, optional=True)
+    meanwhile = validate.report_function("meanwhile", meanwhile)
     process = attaching.check_target(pid)
     attached = attaching.gather(
         process, RunDirectory.create(out, f"attach-{pid}"), duration=duration, rate=rate,
         native=validate.flag("native", native), idle=validate.flag("idle", idle),
         torch_steps=torch_steps, progress=progress)
     return attach_report.written(attached, rate, idle, validate.strings(
-        "command", command or [], paths_too=True))
+        "command", command or [], paths_too=True), meanwhile)
 
 
 def listen() -> bool:

@@ -78,16 +78,21 @@ def _stdout_kept_for_json(as_json: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _finish(report: Any, as_json: bool, quiet: bool) -> None:
-    """The report on stderr (the headline and tables; one line when quiet), the JSON on
-    stdout when asked; exit with the run's exit code."""
-    from profile_all.render import output_formats, terminal
+def _drawn(quiet: bool) -> Callable[[Any], None]:
+    """What shows the report on stderr as its files are written (the API's `meanwhile`):
+    the headline and tables, one line when quiet."""
+    from profile_all.render import terminal
 
     if quiet:
-        print(f"profile-all: {report.meta.status}, exit code {report.exit_code}: "
-              f"{report.run_dir}", file=sys.stderr)
-    else:
-        terminal.render(report, err_console)
+        return lambda report: print(f"profile-all: {report.meta.status}, exit code "
+                                    f"{report.exit_code}: {report.run_dir}", file=sys.stderr)
+    return lambda report: terminal.render(report, err_console)
+
+
+def _finish(report: Any, as_json: bool) -> None:
+    """The JSON on stdout when asked; exit with the run's exit code."""
+    from profile_all.render import output_formats
+
     if as_json:
         sys.stdout.write(output_formats.findings_json(report) + "\n")
     raise typer.Exit(report.exit_code)
@@ -159,8 +164,8 @@ def run(
             observer=None if quiet else PassProgress(err_console),
             pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
             max_steps=max_steps, show_output=show_output,
-            command=sys.argv)
-    _finish(report, as_json, quiet)
+            command=sys.argv, meanwhile=_drawn(quiet))
+    _finish(report, as_json)
 
 
 app.command()(_one_line_errors(cli_backend_options.offering(run)))
@@ -231,8 +236,8 @@ def model(
             max_memory=max_memory, count_on=count_on, peak_flops=peak_flops, backends=backend,
             out=out,
             timeout=timeout, repeat=repeat, observer=None if quiet else PassProgress(err_console),
-            command=sys.argv)
-    _finish(report, as_json, quiet)
+            command=sys.argv, meanwhile=_drawn(quiet))
+    _finish(report, as_json)
 
 
 @app.command()
@@ -263,8 +268,9 @@ def attach(
     report = pa.attach(pid, duration=duration, out=out, rate=rate, native=native, idle=idle,
                        torch_steps=torch_steps or None, command=sys.argv,
                        progress=None if quiet else lambda line: print(
-                           f"profile-all: {line}", file=sys.stderr, flush=True))
-    _finish(report, as_json, quiet)
+                           f"profile-all: {line}", file=sys.stderr, flush=True),
+                       meanwhile=_drawn(quiet))
+    _finish(report, as_json)
 
 
 for command in (cli_files.ingest, cli_files.merge, cli_files.show, cli_files.compare,

@@ -39,8 +39,8 @@ def ingest(
     import profile_all as pa
     from profile_all.render import terminal
 
-    terminal.render(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
-                              max_field=max_field), ERR_CONSOLE)
+    pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked, max_field=max_field,
+              meanwhile=lambda report: terminal.render(report, ERR_CONSOLE))
 
 
 def merge(
@@ -56,7 +56,8 @@ def merge(
     import profile_all as pa
     from profile_all.render import terminal
 
-    terminal.render(pa.merge(run_dirs, out, force=force, command=sys.argv), ERR_CONSOLE)
+    pa.merge(run_dirs, out, force=force, command=sys.argv,
+             meanwhile=lambda report: terminal.render(report, ERR_CONSOLE))
 
 
 def list_backends() -> None:

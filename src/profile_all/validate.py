@@ -41,6 +41,13 @@ def strings(name: str, value: Any, *, paths_too: bool = False) -> list[str]:
     return [os.fspath(item) for item in value]
 
 
+def report_function(name: str, value: Any) -> Any:
+    """None, or what can be called with a Report."""
+    if value is not None and not callable(value):
+        raise ArgumentTypeError(f"{name} must be a function of the Report, not {_kind(value)}")
+    return value
+
+
 def backend_names(value: Any) -> list[str] | None:
     """None (the default set) or a list of distinct backend names."""
     if value is None:

@@ -9,6 +9,7 @@ import gzip
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from profile_all import backends, environment, on_demand
@@ -19,13 +20,13 @@ from profile_all.report.report import Report
 from profile_all.rows import row
 from profile_all.run_record import ArtifactRecord, RunRecord
 from profile_all.runner.attach import Attached
-from profile_all.runs.store import save
 
 #: the rows the OS gives of the process itself
 OS = "os"
 
 
-def written(attached: Attached, rate: int, idle: bool, command: list[str]) -> Report:
+def written(attached: Attached, rate: int, idle: bool, command: list[str],
+            meanwhile: Callable[[Report], object] | None = None) -> Report:
     rows: list[list[Any]] = []
     artifacts: list[ArtifactRecord] = []
     failures: list[dict[str, str]] = []
@@ -43,11 +44,7 @@ def written(attached: Attached, rate: int, idle: bool, command: list[str]) -> Re
     used = list(dict.fromkeys(measured[0] for measured in rows if measured[0] != OS))
     meta = _record(attached, used, failures, artifacts, command)
     report = Report.from_rows(rows, meta, timeline=timeline)
-    run_dir = attached.run_dir
-    report.run_dir = run_dir.final
-    save(report, run_dir.work)
-    report.run_dir = run_dir.commit()
-    return report
+    return attached.run_dir.save(report, meanwhile)
 
 
 def _record(attached: Attached, used: list[str], failures: list[dict[str, str]],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         out: Path | None = None, timeout: float | None = None, isolate: bool = True,
         options: dict[str, dict[str, Any]] | None = None,
         observer: Observer | None = None, command: list[str] | None = None,
+        meanwhile: Callable[[Report], object] | None = None,
         peak_flops: float | None = None, launch: Launch | None = None,
         repeat: int = 1, fresh_processes: bool = False,
         pass_steps: int | str | None = None, max_steps: int | None = None,
@@ -59,7 +60,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
     with stops.installed() if isolate else contextlib.nullcontext():
         setup = setup_run(target, backend_names, timeout, isolate, options, launch, repeat,
                        fresh_processes, peak_flops)
-        setup.observer, setup.command = observer, command or []
+        setup.observer, setup.command, setup.meanwhile = observer, command or [], meanwhile
         setup.pass_steps, setup.max_steps = check_steps(pass_steps, max_steps)
         setup.show_output = validate.choice("show_output (--show-output)", show_output,
                                             ("first", "all", "none"))

@@ -28,10 +28,7 @@ def written(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
             forked: bool, run_dir: RunDirectory) -> Report:
     """The run's Report, saved in its run folder; a stop signal that came as it was
     written is said in it, and it is written again."""
-    report = _report(setup, ran, passes, stops, forked)
-    report.run_dir = run_dir.final
-    save(report, run_dir.work)
-    report.run_dir = run_dir.commit()
+    report = run_dir.save(_report(setup, ran, passes, stops, forked), setup.meanwhile)
     if stops.signum is not None and not report.meta.stopped_by:
         _stopped_while_writing(report, ran, stops.signum)
         save(report, report.run_dir)

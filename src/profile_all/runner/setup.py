@@ -3,7 +3,7 @@ backends selected, the modules every pass pre-imports, how passes start, their w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,6 +45,8 @@ class Setup:
     #: "all": every pass's; "none": none (every pass's in its logs)
     show_output: str = "first"
     observer: Observer | None = None
+    #: called with the Report as its files are written (the command line draws it then)
+    meanwhile: Callable[[Any], object] | None = None
     command: list[str] = field(default_factory=list)
 
     @property

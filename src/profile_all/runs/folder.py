@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,27 @@ class RunDirectory:
     def scratch(self) -> Path:
         """Spec, result and journal files of the passes; removed at commit."""
         return self.work / "scratch"
+
+    def save(self, report: Any, meanwhile: Callable[[Any], object] | None = None) -> Any:
+        """`report` saved in this folder (`meanwhile(report)` runs as its files are
+        written: runs/store.py), then the folder renamed into place, whatever `meanwhile`
+        raised (raised then); the report."""
+        from profile_all.runs.store import save
+
+        raised: list[BaseException] = []
+
+        def kept(report: Any) -> None:  # what it raised, raised once the folder is in place
+            try:
+                meanwhile(report)
+            except BaseException as error:
+                raised.append(error)
+
+        report.run_dir = self.final
+        save(report, self.work, kept if meanwhile else None)
+        report.run_dir = self.commit()
+        if raised:
+            raise raised[0]
+        return report
 
     def commit(self) -> Path:
         """The folder renamed into place (NAME-2... when NAME was taken meanwhile), and its

@@ -8,7 +8,7 @@ import re
 import shlex
 import shutil
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +23,6 @@ from profile_all.rows import MEASURED
 from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
 from profile_all.runs import parallel_read
 from profile_all.runs.folder import RunDirectory
-from profile_all.runs.store import save
 
 #: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
 TRACE_PATTERNS = ("*.json", "*.json.gz")
@@ -33,7 +32,8 @@ _RANK_WORDS = ("rank", "process", "proc", "worker", "node")
 
 def ingest(paths: Sequence[str | Path], out: Path | None = None,
            command: list[str] | None = None, max_unpacked: int | None = None,
-           max_field: int | None = None) -> Report:
+           max_field: int | None = None,
+           meanwhile: Callable[[Report], object] | None = None) -> Report:
     """Read every file first (a bad one stops everything before anything is written),
     each within the readers' limits (readers/limits.py)."""
     if not paths:
@@ -64,10 +64,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     run_dir = RunDirectory.create(out, "ingest")
     for artifact, file in kept:
         shutil.copyfile(file.path, run_dir.work / artifact.path)
-    report.run_dir = run_dir.final
-    save(report, run_dir.work)
-    report.run_dir = run_dir.commit()
-    return report
+    return run_dir.save(report, meanwhile)
 
 
 #: the files an ingest keeps a copy of, by backend: (name, viewer, command)

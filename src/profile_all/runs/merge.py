@@ -10,6 +10,7 @@ are refused unless `force`.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,6 @@ from profile_all.pass_record import PassRecord
 from profile_all.report.report import Report
 from profile_all.run_record import ArtifactRecord, RunRecord
 from profile_all.runs.folder import RunDirectory, load
-from profile_all.runs.store import save
 
 
 def _run_identity(report: Report) -> tuple:
@@ -67,7 +67,8 @@ def _merged_passes(reports: list[Report]) -> list[PassRecord]:
 
 
 def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
-          command: list[str] | None = None) -> Report:
+          command: list[str] | None = None,
+          meanwhile: Callable[[Report], object] | None = None) -> Report:
     if len(run_dirs) < 2:
         raise UsageError("merge wants two run directories or more")
     reports = [load(run_dir) for run_dir in run_dirs]
@@ -77,10 +78,7 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
     frame = pd.concat([r.frame for r in reports], ignore_index=True)
     samples = pd.concat([r.samples for r in reports], ignore_index=True)
     timeline = pd.concat([r.timeline for r in reports], ignore_index=True)
-    merged = Report(frame, meta, target.final, samples, timeline)
-    save(merged, target.work)
-    merged.run_dir = target.commit()
-    return merged
+    return target.save(Report(frame, meta, target.final, samples, timeline), meanwhile)
 
 
 def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[ArtifactRecord]:

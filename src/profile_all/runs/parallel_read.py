@@ -5,20 +5,21 @@ The workers are forked from this process (which has imported the readers already
 fresh interpreter would spend longer importing pandas than reading a trace), each reads
 one file at a time, so memory holds at most a file per core beyond what the report keeps;
 the results come back in the order of the paths. Fork only where this process runs one
-thread (a notebook's kernel, a program with threads of its own: a lock held by another
-thread at the fork would stay held in the child): elsewhere, and on one core, the files
-are read one after the other, as they are for a single file.
+thread, with the objects alive at the fork hidden from the garbage collector (see
+forked.py): elsewhere, and on one core, the files are read one after the other, as they
+are for a single file.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from profile_all.runs import forked
 
 
 def _cores() -> int:
@@ -38,8 +39,8 @@ def _caught(read: Callable[[Path], Any], path: Path) -> Any:
 def each(read: Callable[[Path], Any], paths: Sequence[Path]) -> list[Any]:
     """`read(path)` of every path, in order: its result, or the exception it raised."""
     workers = min(len(paths), _cores())
-    if workers < 2 or threading.active_count() > 1 or "fork" not in \
-            multiprocessing.get_all_start_methods():
+    if workers < 2 or not forked.can_fork():
         return [_caught(read, path) for path in paths]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with forked.frozen(), ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_caught, [read] * len(paths), paths))

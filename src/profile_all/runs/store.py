@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +21,7 @@ from profile_all.report.report import Report
 from profile_all.report.run_data import timeline_frame
 from profile_all.rows import COLUMNS, SAMPLE_COLUMNS, TIMELINE_COLUMNS
 from profile_all.run_record import RunRecord
+from profile_all.runs import forked
 
 #: the key of report.parquet's file metadata that says which run the rows are of
 PARQUET_KEY = b"profile_all"
@@ -37,14 +39,24 @@ def _with_run_metadata(report: Report) -> pyarrow.Table:
                                           PARQUET_KEY: json.dumps(said, default=str)})
 
 
-def save(report: Report, run_dir: Path) -> None:
+def save(report: Report, run_dir: Path,
+         meanwhile: Callable[[Report], object] | None = None) -> None:
     """report.parquet, report.csv, summary.md, report.html and meta.json, each written whole
     or not at all, into `run_dir`: the run directory, or the folder it is built in before
-    it is renamed to `report.run_dir`."""
-    from profile_all.render import html  # only where a report is saved
-
+    it is renamed to `report.run_dir`. `meanwhile(report)` runs here while a forked process
+    writes them (see forked.py): the command line draws the report in the terminal then,
+    its tables and the files' made side by side on two cores."""
     if report.meta.run_id is None:
         report.meta.run_id = uuid.uuid4().hex
+    if meanwhile is None:
+        _write(report, run_dir)
+    else:
+        forked.beside(lambda: _write(report, run_dir), lambda: meanwhile(report))
+
+
+def _write(report: Report, run_dir: Path) -> None:
+    from profile_all.render import html  # only where a report is saved
+
     with atomic_path(run_dir / "report.parquet") as tmp:
         pyarrow.parquet.write_table(_with_run_metadata(report), tmp)
     with atomic_path(run_dir / "samples.parquet") as tmp:

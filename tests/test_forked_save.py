@@ -1,0 +1,131 @@
+"""A report's files written by a forked process while the caller draws it (`meanwhile`), and
+the command's own process allocating Arrow's buffers from the C library."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import profile_all as pa
+from profile_all.runs import forked
+
+
+def _no_child_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_the_work_runs_in_another_process_while_meanwhile_runs_here(tmp_path):
+    marks = tmp_path / "marks"
+
+    def work():
+        (tmp_path / "work").write_text(str(os.getpid()))
+
+    def meanwhile():
+        marks.write_text(str(os.getpid()))
+
+    forked.beside(work, meanwhile)
+    assert (tmp_path / "work").exists()  # done once beside returns
+    assert int(marks.read_text()) == os.getpid()
+    assert int((tmp_path / "work").read_text()) != os.getpid()
+    assert _no_child_left()
+
+
+def test_with_a_thread_running_nothing_is_forked(tmp_path):
+    """A lock another thread holds at a fork would stay held in the child: one after the
+    other, here."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        order = []
+        forked.beside(lambda: order.append(("work", os.getpid())),
+                      lambda: order.append(("meanwhile", os.getpid())))
+    finally:
+        stop.set()
+        other.join()
+    assert order == [("work", os.getpid()), ("meanwhile", os.getpid())]
+
+
+def test_what_the_work_raised_is_raised_here_after_meanwhile(tmp_path):
+    ran = []
+
+    def work():
+        (tmp_path / "missing" / "report.html").write_text("x")
+
+    with pytest.raises(FileNotFoundError) as raised:
+        forked.beside(work, lambda: ran.append("meanwhile"))
+    assert ran == ["meanwhile"]
+    assert str(tmp_path / "missing" / "report.html") in str(raised.value)
+    assert any("in the process that wrote it" in note for note in raised.value.__notes__)
+    assert _no_child_left()
+
+
+def test_the_api_calls_meanwhile_with_the_report_as_its_files_are_written(own_trace,
+                                                                          tmp_path):
+    seen = []
+
+    def meanwhile(report):
+        seen.append((report.run_dir, report.meta.run_id, len(report.frame)))
+
+    out = tmp_path / "run"
+    report = pa.ingest([own_trace], out, meanwhile=meanwhile)
+    assert seen == [(out, report.meta.run_id, len(report.frame))]
+    saved = pa.load(out)  # whole once ingest returned
+    assert saved.meta.run_id == report.meta.run_id
+    assert {"report.html", "summary.md", "report.parquet", "meta.json"} <= {
+        path.name for path in out.iterdir()}
+    assert _no_child_left()
+
+
+def test_what_meanwhile_raised_is_raised_once_the_folder_is_in_place(own_trace, tmp_path):
+    """A terminal that went away while the tables were drawn loses the tables, not the
+    run's folder."""
+    def meanwhile(report):
+        raise BrokenPipeError("the terminal went away")
+
+    out = tmp_path / "run"
+    with pytest.raises(BrokenPipeError, match="the terminal went away"):
+        pa.ingest([own_trace], out, meanwhile=meanwhile)
+    assert pa.load(out).meta.status == "complete"
+    assert [path.name for path in tmp_path.iterdir()] == ["run"]  # no work folder left
+
+
+def test_meanwhile_that_is_not_a_function_is_refused_before_anything_runs(own_trace,
+                                                                          tmp_path):
+    with pytest.raises(TypeError, match="meanwhile must be a function of the Report, not int"):
+        pa.ingest([own_trace], tmp_path / "run", meanwhile=3)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_command_s_process_takes_arrow_s_memory_from_the_c_library_the_api_s_does_not(
+        own_trace, tmp_path):
+    """mimalloc kept what the report's tables freed (a third of an 8-rank ingest's peak):
+    the command's own process frees to the system; a program calling the API keeps its
+    allocator."""
+    command = ("import profile_all.cli as cli, profile_all.entry as entry\n"
+               "def shown():\n"
+               "    import pyarrow\n"
+               "    print(pyarrow.default_memory_pool().backend_name)\n"
+               "cli.main = shown\n"
+               "entry.main()\n")
+    ran = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "system"
+    api = ("import sys, pyarrow, profile_all as pa\n"
+           "before = pyarrow.default_memory_pool().backend_name\n"
+           "pa.ingest([sys.argv[1]], sys.argv[2], meanwhile=lambda report: None)\n"
+           "print(before, pyarrow.default_memory_pool().backend_name)\n")
+    ran = subprocess.run([sys.executable, "-c", api, str(own_trace), str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    before, after = ran.stdout.split()
+    assert after == before != "system"
