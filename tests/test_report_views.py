@@ -93,27 +93,33 @@ def test_an_empty_report_renders_without_a_section():
 def test_narrow_tables_keep_names_apart_and_drop_rows_left_blank():
     """At 80 columns two kernel names that differ in their middle stay different, and rows
     whose figures were all in left-out columns are counted, not shown blank."""
-    from profile_all.render.terminal import _fitted
+    from profile_all.render.fitted_columns import fitted
 
     kernel = ("void at::native::vectorized_elementwise_kernel<4, at::native::{}Functor<float>, "
               "std::array<char*, 3> >(int, at::native::{}Functor<float>, std::array<char*, 3>)")
-    frame = pd.DataFrame({
-        "name": [kernel.format("Add", "Add"), kernel.format("Mul", "Mul"), "aten::mm"],
-        "device time": ["1.2 ms", "0.8 ms", ""],
-        **{f"profiler {n}": ["", "", "34,406,400 (measured)"] for n in range(4)}})
-    fitted, dropped = _fitted(frame, 50)
-    assert fitted["name"].nunique() == 2 and "aten::mm" not in set(fitted["name"])
-    assert "Add" in fitted["name"].iloc[0] and "Mul" in fitted["name"].iloc[1]
-    assert max(map(len, fitted["name"])) <= 50
-    assert dropped[-1] == "1 row with figures only there"
+    headers = ["name", "device time", *(f"profiler {n}" for n in range(4))]
+    rows = [[kernel.format("Add", "Add"), "1.2 ms", "", "", "", ""],
+            [kernel.format("Mul", "Mul"), "0.8 ms", "", "", "", ""],
+            ["aten::mm", "", *["34,406,400 (measured)"] * 4]]
+    shown = fitted(headers, rows, 50)
+    names = [row[0] for row in shown.rows]
+    assert len(set(names)) == 2 and "aten::mm" not in names
+    assert "Add" in names[0] and "Mul" in names[1]
+    assert max(map(len, names)) <= 50
+    assert shown.dropped[-1] == "1 row with figures only there"
     # the summary's shape: a scope column before the names is no figure either (the demo
     # showed `run trace` and `step ProfilerStep` blank)
-    summary = pd.DataFrame({"scope": ["run", "run", "step"], "name": ["run", "trace", "step"],
-                            "calls": ["", "", "100"], "total wallclock": ["106 ms", "", "97 ms"],
-                            **{f"torch-profiler {n}": ["", "5 ms", ""] for n in range(6)}})
-    fitted, dropped = _fitted(summary, 50)
-    assert list(fitted["name"]) == ["run", "step"]
-    assert dropped[-1] == "1 row with figures only there"
+    headers = ["scope", "name", "calls", "total wallclock",
+               *(f"torch-profiler {n}" for n in range(6))]
+    rows = [["run", "run", "", "106 ms", *[""] * 6],
+            ["run", "trace", "", "", *["5 ms"] * 6],
+            ["step", "step", "100", "97 ms", *[""] * 6]]
+    shown = fitted(headers, rows, 50)
+    assert [row[1] for row in shown.rows] == ["run", "step"]
+    assert shown.dropped[-1] == "1 row with figures only there"
+    # an empty column goes first, never the names; with no width nothing else is cut
+    shown = fitted(["name", "empty", "time"], [["a" * 40, " ", "1 s"]], None)
+    assert shown.headers == ["name", "time"] and shown.rows == [["a" * 40, "1 s"]]
 
 
 def test_function_names_are_shown_as_people_name_their_files():
