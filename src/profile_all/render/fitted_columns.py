@@ -37,13 +37,9 @@ def fitted(headers: list[str], rows: list[list[str]], width: int | None) -> Fitt
     """Empty columns dropped (never the first), then the rightmost ones until the rest fit
     `width`, text columns (names, errors) counted at NAME_MIN; what is left is shared by
     the text columns, cut."""
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else \
-        [[] for _ in headers]
-    kept = [at for at, column in enumerate(columns)
-            if at == 0 or any(value.strip() for value in column)]
-    headers, columns = [headers[at] for at in kept], [columns[at] for at in kept]
+    headers, columns = _not_empty(headers, rows)
     if not width:
-        return Fitted(headers, [list(row) for row in zip(*columns, strict=True)], [])
+        return Fitted(headers, _rows(columns), [])
     needed = [max([len(value) for value in column] + [len(word) for word in header.split()]
                   + [1]) for header, column in zip(headers, columns, strict=True)]
     text = [need > NAME_MIN and (at == 0 or not _figures(columns[at]))
@@ -58,12 +54,32 @@ def fitted(headers: list[str], rows: list[list[str]], width: int | None) -> Fitt
         dropped.append(" ".join(headers[count].split()))
     columns = _without_blank_rows(columns[:count], dropped)
     long = [at for at in range(count) if text[at]]
-    room = NAME_MIN + (width - total(count)) // len(long) if long else 0
+    if long:
+        _cut(columns, long, NAME_MIN + (width - total(count)) // len(long))
+    return Fitted([_header(headers[at], needed[at]) for at in range(count)], _rows(columns),
+                  dropped)
+
+
+def _not_empty(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The headers and columns (lists of cells) of the columns with a cell not blank, and
+    the first (the names) whatever it holds."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else \
+        [[] for _ in headers]
+    kept = [at for at, column in enumerate(columns)
+            if at == 0 or any(value.strip() for value in column)]
+    return [headers[at] for at in kept], [columns[at] for at in kept]
+
+
+def _rows(columns: list[list[str]]) -> list[list[str]]:
+    return [list(row) for row in zip(*columns, strict=True)]
+
+
+def _cut(columns: list[list[str]], long: list[int], room: int) -> None:
+    """The text columns at `long` cut to `room`: the first (a name) in the middle, so that
+    both its ends show; the others at their end."""
     for position, at in enumerate(long):
         columns[at] = _elided_apart(columns[at], room) if position == 0 else \
             [value if len(value) <= room else value[:room - 1] + "…" for value in columns[at]]
-    return Fitted([_header(headers[at], needed[at]) for at in range(count)],
-                  [list(row) for row in zip(*columns, strict=True)], dropped)
 
 
 def _figures(values: list[str]) -> bool:
