@@ -116,10 +116,11 @@ def test_the_command_s_process_takes_arrow_s_memory_from_the_c_library_the_api_s
                "    print(pyarrow.default_memory_pool().backend_name)\n"
                "cli.main = shown\n"
                "entry.main()\n")
-    ran = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
-                         timeout=120)
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.strip() == "system"
+    for first in ("", "import pyarrow\n"):  # imported after the command starts, or before
+        ran = subprocess.run([sys.executable, "-c", first + command], capture_output=True,
+                             text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == "system"
     api = ("import sys, pyarrow, profile_all as pa\n"
            "before = pyarrow.default_memory_pool().backend_name\n"
            "pa.ingest([sys.argv[1]], sys.argv[2], meanwhile=lambda report: None)\n"

@@ -38,7 +38,10 @@ def _arrow_memory_from_the_system() -> None:
 def main() -> None:
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background job keeps it
         signal.signal(signal.SIGINT, _on_ctrl_c)
-    after_import.call("pyarrow", _arrow_memory_from_the_system)  # (not imported for --help)
+    if "pyarrow" in sys.modules:
+        _arrow_memory_from_the_system()
+    else:  # once something imports it (not for --help)
+        after_import.call("pyarrow", _arrow_memory_from_the_system)
     code: object = 0
     try:
         from profile_all.runner import early_server
