@@ -130,3 +130,17 @@ def test_the_command_s_process_takes_arrow_s_memory_from_the_c_library_the_api_s
     assert ran.returncode == 0, ran.stderr
     before, after = ran.stdout.split()
     assert after == before != "system"
+
+
+def test_where_the_fork_fails_both_run_here_and_nothing_stays_frozen(monkeypatch):
+    import errno
+    import gc
+
+    def no_fork():
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(forked.os, "fork", no_fork)
+    order = []
+    forked.beside(lambda: order.append("work"), lambda: order.append("meanwhile"))
+    assert order == ["work", "meanwhile"]
+    assert gc.get_freeze_count() == 0

@@ -46,7 +46,15 @@ def beside(work: Callable[[], object], meanwhile: Callable[[], object]) -> None:
         return
     read_end, write_end = os.pipe()
     gc.freeze()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # (no memory or no process left for it): here, one after the other
+        gc.unfreeze()
+        os.close(read_end)
+        os.close(write_end)
+        work()
+        meanwhile()
+        return
     if pid == 0:  # the child: never returns, never runs the parent's exit handlers
         os.close(read_end)
         _work_then_exit(work, write_end)
