@@ -48,7 +48,7 @@ def test_sampled_shares_agree_with_the_wall_clock(two_costs):
 
 
 def test_the_tracer_s_distortion_is_named(two_costs):
-    """cProfile slows each of `calls`' 20,000 small calls a step: its share of the run
+    """cProfile slows each of `calls`' 40,000 small calls a step: its share of the run
     rises well above the wall clock's, py-spy's stays with it; the side-by-side view and a
     finding say so, with both passes' overheads."""
     side = two_costs.traced_vs_sampled().set_index("name")

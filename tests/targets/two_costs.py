@@ -1,6 +1,6 @@
-"""Two parts of known cost, a step each iteration: `calls` makes many small Python calls
-(what a tracer slows most), `loop` one long loop in one frame (what a tracer barely
-slows). Each part is a region, so the wall clock measures both; the script also prints
+"""Two parts of known cost, a step each iteration: `calls` makes many small Python calls,
+two a turn (what a tracer slows most), `loop` one long loop in one frame (what a tracer
+barely slows). Each part is a region, so the wall clock measures both; the script also prints
 its own perf_counter totals of each (argv[1]: iterations, default 60)."""
 
 import sys
@@ -16,7 +16,7 @@ def tiny(value):
 def calls(count=20_000):
     total = 0
     for index in range(count):
-        total = tiny(total) + index % 3
+        total = tiny(tiny(total)) + index % 3
     return total
 
 
