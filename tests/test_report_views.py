@@ -135,3 +135,16 @@ def test_function_names_are_shown_as_people_name_their_files():
     assert code_path("/home/me/other/train.py:3(main)", "/home/me/proj") == \
         "/home/me/other/train.py:3(main)"
     assert code_path("{built-in method time.sleep}", "/home/me") == "{built-in method time.sleep}"
+
+
+def test_a_scope_s_rows_are_the_frame_s_rows_of_it_and_cannot_spoil_them():
+    report = Report.from_rows(ROWS, META)
+    frame = report.frame
+    for scopes in (("module",), ("function", "region"), ("region", "function"), ("nothing",)):
+        expected = frame[frame["scope"].isin(scopes)]
+        pd.testing.assert_frame_equal(report.scoped(*scopes), expected)
+    mine = report.scoped("module")
+    mine.loc[:, "value"] = -1.0  # a caller's change stays its own
+    assert (report.scoped("module")["value"] > 0).all()
+    report.frame = pd.concat([frame, frame.iloc[:1]], ignore_index=True)  # another frame
+    assert len(report.scoped("run")) == 2

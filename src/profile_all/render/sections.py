@@ -81,7 +81,7 @@ class Section:
         """This section, its title naming the backends of its rows."""
         if not self.scopes:
             return self
-        rows = report.frame[report.frame["scope"].isin(self.scopes)]
+        rows = report.scoped(*self.scopes)
         if self.sampled is not None:
             samplers = [name for name, said in report.facts.items() if said.sampled]
             rows = rows[rows["backend"].isin(samplers) == self.sampled]

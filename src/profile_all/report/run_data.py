@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from profile_all.report import compilation, sampling
+from profile_all.report.frame_views import FrameViews
 from profile_all.rows import (
     BENCHMARK,
     DERIVED,
@@ -44,7 +45,7 @@ def timeline_frame(entries: list[list[Any]] | None = None) -> pd.DataFrame:
          "value": "float64"})
 
 
-class RunData:
+class RunData(FrameViews):
     def __init__(self, frame: pd.DataFrame, meta: RunRecord,
                  run_dir: Path | None = None, samples: pd.DataFrame | None = None,
                  timeline: pd.DataFrame | None = None) -> None:
@@ -55,22 +56,10 @@ class RunData:
         self.samples = samples if samples is not None else empty_samples()
         #: memory over time and the top-level regions' calls (TIMELINE_COLUMNS)
         self.timeline = timeline if timeline is not None else timeline_frame()
-        self._views: dict[str, tuple[tuple, pd.DataFrame]] = {}
+        super().__init__()
 
-    def _once(self, view: str, compute: Any) -> pd.DataFrame:
-        """A costly view (the counters' comparison) computed once for this frame: every
-        renderer and check asks for it; a copy each time, so callers cannot spoil it."""
-        stamp = (id(self.frame), len(self.frame), repr(self.meta.backend_facts),
-                 self._train)
-        kept = self._views.get(view)
-        if kept is None or kept[0] != stamp:
-            kept = self._views[view] = (stamp, compute())
-        return kept[1].copy()
-
-    def once(self, view: str, compute: Any) -> pd.DataFrame:
-        """`compute()`, made once per frame under the name `view`: the renderers keep their
-        display tables here, which the files and the terminal both show."""
-        return self._once(view, compute)
+    def _stamp(self) -> tuple:
+        return (*super()._stamp(), repr(self.meta.backend_facts), self._train)
 
     @property
     def facts(self) -> dict[str, Facts]:
@@ -120,8 +109,9 @@ class RunData:
         return table.head(top) if top else table
 
     def _whole_table(self, scope: str, metrics: list[str], sort_by: str) -> pd.DataFrame:
-        rows = self.frame[(self.frame["scope"] == scope) & (self.frame["stat"] == "total")
-                          & ~self.frame["backend"].isin(sampling.sampled_backends(self.facts))]
+        rows = self.scoped(scope)
+        rows = rows[(rows["stat"] == "total")
+                    & ~rows["backend"].isin(sampling.sampled_backends(self.facts))]
         rows = compilation.without_machinery(rows)  # compile time, not operators
         if rows.empty:
             return pd.DataFrame(columns=["name", *metrics])
@@ -144,19 +134,20 @@ class RunData:
     def sampled_functions(self, top: int | None = None) -> pd.DataFrame:
         """A row per function and process a sampling profiler (py-spy) saw: samples, time
         estimated from them with its 95% error, share (report.sampling)."""
-        table = self._once("sampled", lambda: sampling.sampled_functions(self.frame,
-                                                                          self.facts))
+        table = self._once("sampled", lambda: sampling.sampled_functions(
+            self.scoped("function", "run"), self.facts))
         return table.head(top) if top else table
 
     def traced_vs_sampled(self) -> pd.DataFrame:
         """Each function's share of the run as traced (cProfile) and as sampled (py-spy),
         side by side, the largest difference first (report.sampling)."""
         return self._once("traced_vs_sampled",
-                          lambda: sampling.traced_vs_sampled(self.frame, self.facts))
+                          lambda: sampling.traced_vs_sampled(self.scoped("function"),
+                                                             self.facts))
 
     def threads(self) -> pd.DataFrame:
         """A row per thread a sampling profiler saw: samples, time on and off the CPU."""
-        return sampling.threads(self.frame, self.facts)
+        return sampling.threads(self.scoped("thread"), self.facts)
 
     def operators(self, top: int | None = None) -> pd.DataFrame:
         """A row per operator (torch.profiler): host times, device times (s), FLOPs."""

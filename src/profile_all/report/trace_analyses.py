@@ -209,11 +209,16 @@ def stragglers(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-_VIEWS = {view.__name__: view for view in (device_time, step_time, kernel_types, overlap,
-                                           top_kernels, launches, idle_streams, stragglers)}
+#: each view, and the scopes of the rows it reads
+_VIEWS = {device_time: ("device_time",), step_time: ("step_time",),
+          kernel_types: ("kernel_type",), overlap: ("kernel_type", "host_communication"),
+          top_kernels: ("kernel",), launches: ("launch",), idle_streams: ("stream",),
+          stragglers: ("step_time", "device_time")}
+_BY_NAME = {view.__name__: (view, scopes) for view, scopes in _VIEWS.items()}
 
 
 def of(data: RunData, view: str, *args: object) -> pd.DataFrame:
-    """`view(data.frame, *args)`, made once per frame: the Report's methods, the findings
-    and the sections share it (each asks several times)."""
-    return data.once(f"{view}{args}", lambda: _VIEWS[view](data.frame, *args))
+    """`view(rows, *args)` of the rows of the scopes it reads, made once per frame: the
+    Report's methods, the findings and the sections share it (each asks several times)."""
+    compute, scopes = _BY_NAME[view]
+    return data.once(f"{view}{args}", lambda: compute(data.scoped(*scopes), *args))

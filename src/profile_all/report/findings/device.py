@@ -30,9 +30,8 @@ _SCALAR_READS = ("aten::_local_scalar_dense", "aten::item")
 
 def _trace_totals(report: RunData) -> pd.DataFrame:
     """Per backend, pass and rank that traced a device: host span and summed device time."""
-    frame = report.frame
-    trace = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
-                  & (frame["stat"] == "total")]
+    frame = report.scoped("run")
+    trace = frame[(frame["name"] == "trace") & (frame["stat"] == "total")]
     table = trace.pivot_table(index=["backend", "pass", "rank"], columns="metric",
                               values="value", aggfunc="sum")
     if not {"wall_time", "gpu_time"} <= set(table.columns):
@@ -83,7 +82,8 @@ def syncs(report: RunData) -> list[Finding]:
     spans = _trace_totals(report)
     span = float(spans["wall_time"].max()) if not spans.empty else float("nan")
     waited = float(waits["wall_time"].sum()) if not waits.empty else 0.0
-    steps = report.frame[(report.frame["scope"] == "step") & (report.frame["metric"] == "calls")]
+    steps = report.scoped("step")
+    steps = steps[steps["metric"] == "calls"]
     per_step = float(steps["value"].max()) if not steps.empty else float("nan")
     read_calls = float(reads["calls"].sum()) if not reads.empty else 0.0
     if not (waited >= SYNC_SHARE * span or (per_step > 0 and read_calls >= per_step)):
@@ -106,11 +106,11 @@ def communication(report: RunData) -> list[Finding]:
     device-time tables give them: NCCL kernels (their union) against the device's busy time
     (the union of all its activities the steps launched); else gloo's collectives on the
     host against the trace's host time."""
-    frame = report.frame
     table = trace_analyses.of(report, "overlap", False)
     device = trace_analyses.of(report, "device_time", False).set_index(["pass", "rank"])
-    traced = frame[(frame["scope"] == "run") & (frame["name"] == "trace")
-                   & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
+    traced = report.scoped("run")
+    traced = traced[(traced["name"] == "trace") & (traced["metric"] == "wall_time")
+                    & (traced["stat"] == "total")]
     traced = traced.groupby(["pass", "rank"])["value"].sum()
     several = table.groupby("rank")["pass"].nunique().gt(1)
     out = []

@@ -85,8 +85,8 @@ def _input_sources(report: RunData) -> list[tuple[float, str, str, str]]:
             found.append((loading["value"].sum() / base, what,
                           f"{clock[0]} regions {names}: {fmt.seconds(loading['value'].sum())} "
                           f"of {fmt.seconds(base)} {what}", _LOADING))
-    frame = report.frame
-    ranges = frame[(frame["scope"] == "region") & frame["name"].str.startswith(_DATALOADER_RANGE)
+    frame = report.scoped("region")
+    ranges = frame[frame["name"].str.startswith(_DATALOADER_RANGE)
                    & (frame["metric"] == "wall_time") & (frame["stat"] == "total")]
     for backend, rows in ranges.groupby("backend"):
         base, what = base_time(report, backend)
@@ -231,9 +231,9 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
 def _traced_time(report: RunData, backend: str) -> tuple[float, str]:
     """A trace's host time from its first operator or range to its last, the median over
     its passes and ranks."""
-    frame = report.frame
-    traced = frame[(frame["backend"] == backend) & (frame["scope"] == "run")
-                   & (frame["name"] == "trace") & (frame["metric"] == "wall_time")]
+    frame = report.scoped("run")
+    traced = frame[(frame["backend"] == backend) & (frame["name"] == "trace")
+                   & (frame["metric"] == "wall_time")]
     return (float(traced["value"].median()), "traced time") if not traced.empty \
         else (math.nan, "")
 
