@@ -32,11 +32,19 @@ from profile_all.rows import UNATTRIBUTED, region_path, row
 from profile_all.stats import summarize
 
 
+def _sums(ops: pd.DataFrame, by: str | list[str], columns: list[str]) -> pd.DataFrame:
+    """Per group of `by`, in order of first appearance: `calls` (its size), then the sum of
+    each of `columns` (one groupby sum: a named aggregation per column took 5x longer)."""
+    grouped = ops.groupby(by, sort=False)
+    totals = grouped[columns].sum()
+    totals.insert(0, "calls", grouped.size())
+    return totals
+
+
 def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     rows = []
     metrics = ["cpu_time", "self_time"] + (["gpu_time", "self_gpu_time"] if has_device else [])
-    totals = ops.groupby("name", sort=False).agg(
-        calls=("name", "size"), flops=("flops", "sum"), **{m: (m, "sum") for m in metrics})
+    totals = _sums(ops, "name", ["flops", *metrics])
     for name, calls, flops, *values in totals.itertuples():  # (iterrows: 40% of a read)
         rows.append(row("operator", name, "calls", calls))
         rows += [row("operator", name, metric, value)
@@ -50,8 +58,7 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
                  row("operator", UNATTRIBUTED, "self_gpu_time", unattributed)]
     shaped = ops[ops["input_dims"].notna()]
     if not shaped.empty:
-        by_shape = shaped.groupby(["name", "input_dims"], sort=False).agg(
-            calls=("name", "size"), **{m: (m, "sum") for m in metrics})
+        by_shape = _sums(shaped, ["name", "input_dims"], metrics)
         for (name, dims), calls, *values in by_shape.itertuples():
             label = f"{name} {dims}"
             rows.append(row("operator_shape", label, "calls", calls))
