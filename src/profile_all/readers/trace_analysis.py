@@ -78,12 +78,11 @@ def _busy_row(device: pd.DataFrame, scale: float) -> list[Any]:
 def _device_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
     """Kernels, and copies and fills by kind, with their bytes."""
     rows = []
-    totals = device.assign(seconds=device["dur"].astype(float) * scale).groupby(
-        ["kind", "name"], sort=False).agg(calls=("seconds", "size"), total=("seconds", "sum"),
-                                          mean=("seconds", "mean"), bytes=("bytes", "sum"))
-    for (kind, name), calls, total, mean, size in totals.itertuples():
+    totals = _sums(device.assign(seconds=device["dur"].astype(float) * scale),
+                   ["kind", "name"], ["seconds", "bytes"])
+    for (kind, name), calls, total, size in totals.itertuples():
         rows += [row(kind, name, "calls", calls), row(kind, name, "gpu_time", total),
-                 row(kind, name, "gpu_time", mean, stat="mean")]
+                 row(kind, name, "gpu_time", total / calls, stat="mean")]
         if kind != "kernel":
             rows.append(row(kind, name, "bytes", size))
     return rows
@@ -153,13 +152,16 @@ def _annotation_rows(trace: ChromeTrace, annotations: pd.DataFrame, device: pd.D
     launched = _launched_within(annotations, device, runtime) * scale \
         if not device.empty else None
     keys, children_gpu = _nest(annotations, launched)
-    annotations["key"] = keys
     left_out = left_out_steps(annotations)
+    durations = annotations["dur"].to_numpy(float) * scale
+    groups: dict[tuple[str, str, str], list[int]] = {}  # (in order of first appearance)
+    for position, key in enumerate(keys):
+        groups.setdefault(key, []).append(position)
     rows = []
-    for (scope, name, parent), group in annotations.groupby("key", sort=False):
-        samples = group["dur"].to_numpy(float) * scale
+    for (scope, name, parent), positions in groups.items():
+        samples = durations[positions]
         rows.append(row(scope, name, "calls", len(samples), parent=parent))
-        kept = samples[~left_out[group.index]] if scope == "step" else samples
+        kept = samples[~left_out[positions]] if scope == "step" else samples
         if scope == "step":  # every step counted; its statistics without the left out
             rows.append(row(scope, name, "excluded_calls", len(samples) - len(kept)))
         stats = {**summarize(list(kept if len(kept) else samples)),
@@ -167,8 +169,8 @@ def _annotation_rows(trace: ChromeTrace, annotations: pd.DataFrame, device: pd.D
         rows += [row(scope, name, "wall_time", value, stat=stat, parent=parent)
                  for stat, value in stats.items()]
         if launched is not None:
-            rows += _launched_rows(scope, name, parent, launched[group.index],
-                                   children_gpu[group.index])
+            rows += _launched_rows(scope, name, parent, launched[positions],
+                                   children_gpu[positions])
     parents: dict[str, set[str]] = {}
     for scope, name, parent in keys:
         if scope == "region":
@@ -235,7 +237,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
     spans = [(event[2], event[2] + event[3]) for event in columns.annotations]
     device, runtime = linked(trace)
     if columns.ops:
-        ops = operator_frame(trace)
+        ops = operator_frame(trace, (device, runtime))
         spans.append((ops["ts"].min(), (ops["ts"] + ops["dur"]).max()))
         rows += _operator_rows(ops, has_device=not device.empty)
         unattributed = ops.attrs["unattributed"]

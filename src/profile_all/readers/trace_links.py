@@ -132,11 +132,13 @@ def _folded(ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
     return fold
 
 
-def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
+def operator_frame(trace: ChromeTrace,
+                   links: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> pd.DataFrame:
     """A row per operator call with its parent (position, -1 for none), cpu_time,
     self_time (less its child operators and the runtime calls it made, as torch counts
     it), self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the device
-    time (s) that reached no operator."""
+    time (s) that reached no operator. `links`: `linked(trace)`, where the caller has it
+    (read, not changed)."""
     scale = trace.seconds_per_unit
     ops = columns_frame(trace.columns.ops, _OP_COLUMNS)
     ops = ops.sort_values(["thread", "ts", "dur"], ascending=[True, True, False],
@@ -149,7 +151,7 @@ def operator_frame(trace: ChromeTrace) -> pd.DataFrame:
     ts, dur = ops["ts"].to_numpy(float), ops["dur"].to_numpy(float)
     end = ts + dur
 
-    device, runtime = linked(trace)
+    device, runtime = links or linked(trace)
     inside_of = np.full(len(runtime), -1)  # the innermost operator around each call
     launcher = np.full(len(runtime), -1)  # the operator that launched it
     for thread, calls in runtime.groupby("thread", sort=False).indices.items():
