@@ -48,8 +48,7 @@ def _barh(labels: list[str], values: list[float], xlabel: str, title: str) -> Fi
 def _per_call(rows: pd.DataFrame, calls: pd.Series) -> pd.DataFrame:
     """median, min and p90 per region; where a backend kept only totals (nsys), the mean
     as the median and no spread."""
-    stats = rows.pivot_table(index=["parent", "name"], columns="stat", values="value",
-                             aggfunc="median")
+    stats = rows.groupby(["parent", "name", "stat"])["value"].median().unstack("stat")
     if "median" not in stats.columns:
         stats["median"] = stats["total"] / calls.reindex(stats.index)
     for stat in ("min", "p90"):
@@ -66,8 +65,8 @@ def region_times(report: Report) -> Figure | None:
     """A group of bars per region and step: the median per call measured by every backend
     that timed it (host or device time), with an error bar from the minimum to the p90.
     The backends that time regions (their facts say so) come first."""
-    frame = report.frame[report.frame["scope"].isin(["region", "step"])
-                         & (report.frame["backend"] != DERIVED)]
+    frame = report.scoped("region", "step")
+    frame = frame[frame["backend"] != DERIVED]
     timed = frame[frame["metric"].isin(["wall_time", "gpu_time"])]
     if timed.empty:
         return None
@@ -123,7 +122,7 @@ def overheads(report: Report) -> Figure | None:
 
 def sources(report: Report, scope: str) -> str:
     """The backends whose rows of `scope` a chart draws, as its title names them."""
-    return ", ".join(dict.fromkeys(report.frame.loc[report.frame["scope"] == scope, "backend"]))
+    return ", ".join(dict.fromkeys(report.scoped(scope)["backend"]))
 
 
 def top_functions(report: Report) -> Figure | None:
