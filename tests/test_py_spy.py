@@ -6,6 +6,9 @@ ingest), and where it cannot run it is skipped with the reason."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -137,3 +140,20 @@ def test_ptrace_scope_says_why_py_spy_cannot_read(monkeypatch, tmp_path):
     monkeypatch.setattr(py_spy_recorder, "_capable", lambda: False)
     said = py_spy_recorder.why_not(of_own_child=False)
     assert "ptrace_scope is 1" in said and "--cap-add SYS_PTRACE" in said
+
+
+def test_the_recorder_s_wait_ends_with_the_process_or_at_its_patience():
+    from profile_all.backends.py_spy_recorder import _wait
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            _wait(process, 0.2)
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        _wait(process, 60)
+        assert process.returncode == -signal.SIGTERM
+        _wait(process, 1)  # reaped already: returns at once
+    finally:
+        process.kill()
+        process.wait()
