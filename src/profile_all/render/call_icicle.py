@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 def call_icicles(report: Report) -> list[tuple[str, dict[str, Any]]]:
     """(title, figure) of each backend's call tree: a tracer's (cProfile) as an icicle, a
     sampler's (py-spy) as a flame graph, its roots at the bottom."""
-    frame = report.frame
-    calls = frame[(frame["scope"] == "call") & (frame["metric"] == "cumulative_time")]
+    calls = report.scoped("call")
+    calls = calls[calls["metric"] == "cumulative_time"]
     sampled = {name for name, said in report.facts.items() if said.sampled}
     return [("Flame graph" if backend in sampled else "Call tree",
              _icicle(calls[calls["backend"] == backend], backend, backend in sampled,

@@ -72,8 +72,8 @@ def _pass_problems(summary: PassRecord) -> list[str]:
 def attribution_warnings(report: Report) -> list[str]:
     """Traces whose device time mostly did not reach an operator (kernels launched outside
     any operator, or launches missing from the trace): their operator times are partial."""
-    frame = report.frame
-    shares = frame[(frame["metric"] == "attributed_share") & (frame["scope"] == "run")]
+    frame = report.scoped("run")
+    shares = frame[frame["metric"] == "attributed_share"]
     return [f"pass {entry['pass']} rank {entry['rank']}: only {entry['value']:.1%} of the "
             f"device time reached an operator (the rest is the {UNATTRIBUTED} row): per-"
             "operator device times are partial" for _, entry in shares.iterrows()

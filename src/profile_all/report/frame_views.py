@@ -12,36 +12,30 @@ class FrameViews:
     frame: pd.DataFrame
 
     def __init__(self) -> None:
-        self._views: dict[str, tuple[tuple, Any]] = {}
+        self._views: dict[str, tuple[tuple, pd.DataFrame]] = {}
 
     def _stamp(self) -> tuple:
         """What the views are made again for when it changes: another frame, or rows added
         to this one."""
         return (id(self.frame), len(self.frame))
 
-    def _kept(self, view: str, compute: Any) -> Any:
+    def _once(self, view: str, compute: Any) -> pd.DataFrame:
+        """A costly view (the counters' comparison) computed once for this frame: every
+        renderer and check asks for it; a copy each time, so callers cannot spoil it."""
         stamp = self._stamp()
         kept = self._views.get(view)
         if kept is None or kept[0] != stamp:
             kept = self._views[view] = (stamp, compute())
-        return kept[1]
-
-    def _once(self, view: str, compute: Any) -> pd.DataFrame:
-        """A costly view (the counters' comparison) computed once for this frame: every
-        renderer and check asks for it; a copy each time, so callers cannot spoil it."""
-        return self._kept(view, compute).copy()
+        return kept[1].copy()
 
     def scoped(self, *scopes: str) -> pd.DataFrame:
-        """The frame's rows of `scopes`, in the frame's order. The frame is split by scope
-        once: a filter of the whole frame takes every column's rows (an 8-rank trace's
-        frame holds 48k rows, two thirds of them operator shapes), and a report's views
-        and sections asked for one scope or two forty times."""
-        parts = self._kept("scopes", lambda: dict(tuple(self.frame.groupby("scope",
-                                                                        sort=False))))
-        found = [parts[scope] for scope in dict.fromkeys(scopes) if scope in parts]
-        if not found:
-            return self.frame.iloc[:0].copy()
-        return found[0].copy() if len(found) == 1 else pd.concat(found).sort_index()
+        """The frame's rows of `scopes`, as a filter of the frame gives them, made once per
+        frame and scopes: a filter of the whole frame takes every column's rows (an 8-rank
+        trace's frame holds 48k rows, two thirds of them operator shapes, which no view
+        reads), and a report's views and sections asked for one scope or two forty times."""
+        wanted = list(dict.fromkeys(scopes))
+        return self._once("scoped:" + ",".join(wanted),
+                          lambda: self.frame[self.frame["scope"].isin(wanted)])
 
     def once(self, view: str, compute: Any) -> pd.DataFrame:
         """`compute()`, made once per frame under the name `view`: the renderers keep their

@@ -41,4 +41,4 @@ def held_memory(frame: pd.DataFrame) -> pd.DataFrame:
 def of(data: RunData) -> pd.DataFrame:
     """`held_memory(data.frame)`, made once per frame for the Report, its findings and its
     sections."""
-    return data.once("held_memory", lambda: held_memory(data.frame))
+    return data.once("held_memory", lambda: held_memory(data.scoped("held_memory")))

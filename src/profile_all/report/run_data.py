@@ -82,7 +82,7 @@ class RunData(FrameViews):
     def summary_by_measure(self) -> pd.DataFrame:
         """A row per run, step and region (scope, name, parent); a column per measure,
         named by the tuple (backend, metric, stat), each the median over passes and ranks."""
-        timed = compilation.without_machinery(self.frame[self.frame["scope"].isin(_TIMED_SCOPES)])
+        timed = compilation.without_machinery(self.scoped(*_TIMED_SCOPES))
         if timed.empty:
             return pd.DataFrame(columns=["scope", "name", "parent"])
         table = timed.pivot_table(index=["scope", "name", "parent"],
@@ -190,14 +190,14 @@ class RunData(FrameViews):
         with FPS, iterations, warm-up iterations, the lowest and highest median of the
         timing's blocks, and achieved FLOP/s; `pass` tells repeated timing passes apart
         (0: derived from all of them)."""
-        rows = self.frame[self.frame["backend"].isin([BENCHMARK, DERIVED])
-                          & (self.frame["scope"] == "model")]
+        rows = self.scoped("model")
+        rows = rows[rows["backend"].isin([BENCHMARK, DERIVED])]
         return rows[["pass", "name", "metric", "stat", "value", "unit"]].reset_index(drop=True)
 
     def batches(self) -> pd.DataFrame:
         """The batch-size search: a row per batch size tried."""
-        rows = self.frame[(self.frame["backend"] == BENCHMARK)
-                          & (self.frame["scope"] == "batch")]
+        rows = self.scoped("batch")
+        rows = rows[rows["backend"] == BENCHMARK]
         if rows.empty:
             return pd.DataFrame(columns=["batch_size", "latency", "throughput", "peak_memory"])
         table = rows.pivot_table(index="name", columns="metric", values="value", sort=False)
@@ -224,9 +224,9 @@ class RunData(FrameViews):
         Empty with one rank."""
         columns = ["scope", "name", "parent", "backend", "metric", "ranks", "min", "median",
                    "max", "slowest_rank", "spread"]
-        timed = self.frame[self.frame["scope"].isin(_TIMED_SCOPES)
-                           & self.frame["metric"].isin(["wall_time", "gpu_time", "cpu_time"])
-                           & (self.frame["stat"] == "total")]
+        timed = self.scoped(*_TIMED_SCOPES)
+        timed = timed[timed["metric"].isin(["wall_time", "gpu_time", "cpu_time"])
+                      & (timed["stat"] == "total")]
         if timed["rank"].nunique() < 2:
             return pd.DataFrame(columns=columns)
         keys = ["scope", "name", "parent", "backend", "metric"]
@@ -257,7 +257,7 @@ class RunData(FrameViews):
         """Line by line, a row per line of each function, in the order of the source:
         memory (memory --memory-lines: calls, increment, RSS) and time sampled (py-spy's
         hottest functions and --py-spy-lines: self and cumulative time, samples)."""
-        rows = self.frame[self.frame["scope"] == "line"]
+        rows = self.scoped("line")
         if rows.empty:
             return pd.DataFrame(columns=_LINE_COLUMNS)
         table = rows.pivot_table(index=["parent", "name"], columns="metric", values="value",

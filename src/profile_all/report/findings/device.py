@@ -144,8 +144,8 @@ def communication(report: RunData) -> list[Finding]:
 
 def efficiency(report: RunData) -> list[Finding]:
     """A model's achieved FLOP/s against the peak: --peak-flops, else the datasheet's."""
-    frame = report.frame
-    achieved = frame[(frame["metric"] == "achieved_flops") & (frame["scope"] == "model")]
+    frame = report.scoped("model")
+    achieved = frame[frame["metric"] == "achieved_flops"]
     if achieved.empty:
         return []
     model, target = report.meta.model, report.meta.target

@@ -44,9 +44,9 @@ def timer(report: RunData) -> tuple[str, str] | None:
 def totals(report: RunData, backend: str, scope: str, metric: str = "wall_time",
            stat: str = "total") -> pd.DataFrame:
     """(name, parent, value) of `backend`'s `scope` rows, the median over passes and ranks."""
-    frame = report.frame
-    picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
-                   & (frame["metric"] == metric) & (frame["stat"] == stat)]
+    frame = report.scoped(scope)
+    picked = frame[(frame["backend"] == backend) & (frame["metric"] == metric)
+                   & (frame["stat"] == stat)]
     return picked.groupby(["name", "parent"], sort=False)["value"].median().reset_index()
 
 

@@ -109,12 +109,12 @@ def near_capacity(report: RunData) -> list[Finding]:
     """A peak above NEAR_CAPACITY of the host's memory or the device's."""
     environment = report.meta.environment
     out = []
-    frame = report.frame
+    frame = report.scoped("run")
     for metric, capacity_key, where in (("peak_rss", "memory_total", "the machine's memory"),
                                         ("gpu_mem_peak", "gpu_memory_total",
                                          "the device's memory")):
         capacity = environment.get(capacity_key)
-        peaks = frame[(frame["metric"] == metric) & (frame["scope"] == "run")]
+        peaks = frame[frame["metric"] == metric]
         if not capacity or peaks.empty:
             continue
         peak = float(peaks["value"].max())

@@ -174,10 +174,9 @@ def _where_in_regions(report: RunData, backend: str) -> list[Finding]:
 
 def _on_device(report: RunData, name: str, parent: str) -> str:
     """What a tracer saw of the same region on the device, for the evidence."""
-    frame = report.frame
-    seen = frame[(frame["scope"] == "region") & (frame["name"] == name)
-                 & (frame["parent"] == parent) & (frame["metric"] == "gpu_time")
-                 & (frame["stat"] == "total")]
+    frame = report.scoped("region")
+    seen = frame[(frame["name"] == name) & (frame["parent"] == parent)
+                 & (frame["metric"] == "gpu_time") & (frame["stat"] == "total")]
     return "".join(f"; {backend} device time {fmt.seconds(value)}"
                    for backend, value in seen.groupby("backend")["value"].median().items())
 
@@ -196,12 +195,13 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     trace's time (operators are counted over the whole trace: an evaluation loop after
     the last step is in them, and in no step). A function that only waits
     (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
-    frame = report.frame
+    frame = report.scoped(scope)
     rows = compilation.without_machinery(
-        frame[(frame["scope"] == scope) & (frame["metric"] == "self_time")
-              & (frame["stat"] == "total") & (frame["name"] != UNATTRIBUTED)])
+        frame[(frame["metric"] == "self_time") & (frame["stat"] == "total")
+              & (frame["name"] != UNATTRIBUTED)])
     if scope == "function":  # one view of the target's own process: sampled, else traced
-        rows = rows[rows["backend"].isin(sampling.function_backends(frame, report.facts))
+        rows = rows[rows["backend"].isin(sampling.function_backends(
+            report.scoped("function", "run"), report.facts))
                     & (rows["parent"] == "")]
     out = []
     for backend, own in rows.groupby("backend"):

@@ -75,9 +75,8 @@ def _per_rank(report: RunData) -> pd.DataFrame:
     """Per backend and time metric, each rank's median step time (the warm-up step and
     those that compiled left out, as every per-step figure leaves them), else, where no
     backend timed steps, each rank's total time of the run and its steps (ranks())."""
-    frame = report.frame
-    steps = frame[(frame["scope"] == "step") & (frame["stat"] == "median")
-                  & frame["metric"].isin(["wall_time", "gpu_time"])]
+    steps = report.scoped("step")
+    steps = steps[(steps["stat"] == "median") & steps["metric"].isin(["wall_time", "gpu_time"])]
     if steps.empty:
         ranks = report.ranks()
         return ranks[ranks["scope"].isin(["step", "run"])]
