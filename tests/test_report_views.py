@@ -148,3 +148,6 @@ def test_a_scope_s_rows_are_the_frame_s_rows_of_it_and_cannot_spoil_them():
     assert (report.scoped("module")["value"] > 0).all()
     report.frame = pd.concat([frame, frame.iloc[:1]], ignore_index=True)  # another frame
     assert len(report.scoped("run")) == 2
+    report.frame = frame.iloc[::-1]  # an index out of order: still the frame's order
+    expected = report.frame[report.frame["scope"].isin(["module", "region"])]
+    pd.testing.assert_frame_equal(report.scoped("module", "region"), expected)

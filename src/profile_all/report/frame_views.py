@@ -13,6 +13,7 @@ class FrameViews:
 
     def __init__(self) -> None:
         self._views: dict[str, tuple[tuple, pd.DataFrame]] = {}
+        self._parts: tuple[tuple, dict[str, pd.DataFrame]] | None = None
 
     def _stamp(self) -> tuple:
         """What the views are made again for when it changes: another frame, or rows added
@@ -29,13 +30,26 @@ class FrameViews:
         return kept[1].copy()
 
     def scoped(self, *scopes: str) -> pd.DataFrame:
-        """The frame's rows of `scopes`, as a filter of the frame gives them, made once per
-        frame and scopes: a filter of the whole frame takes every column's rows (an 8-rank
-        trace's frame holds 48k rows, two thirds of them operator shapes, which no view
-        reads), and a report's views and sections asked for one scope or two forty times."""
-        wanted = list(dict.fromkeys(scopes))
-        return self._once("scoped:" + ",".join(wanted),
-                          lambda: self.frame[self.frame["scope"].isin(wanted)])
+        """The frame's rows of `scopes`, in the frame's order. The frame is split by scope
+        once: a report's views and sections asked for one scope or two forty times, and a
+        filter of the whole frame (an 8-rank trace's frame holds 48k rows, two thirds of
+        them operator shapes) takes from every column's chunks: filtered each time, an
+        8-rank ingest took 0.1 s and 40 MB more."""
+        parts = self._split()
+        found = [parts[scope] for scope in dict.fromkeys(scopes) if scope in parts]
+        if not found:
+            return self.frame.iloc[:0].copy()
+        if len(found) == 1:
+            return found[0].copy()
+        if not self.frame.index.is_monotonic_increasing:  # (the frame's order is not its index's)
+            return self.frame[self.frame["scope"].isin(scopes)]
+        return pd.concat(found).sort_index(kind="stable")
+
+    def _split(self) -> dict[str, pd.DataFrame]:
+        stamp = self._stamp()
+        if self._parts is None or self._parts[0] != stamp:
+            self._parts = (stamp, dict(tuple(self.frame.groupby("scope", sort=False))))
+        return self._parts[1]
 
     def once(self, view: str, compute: Any) -> pd.DataFrame:
         """`compute()`, made once per frame under the name `view`: the renderers keep their
