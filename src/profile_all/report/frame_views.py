@@ -20,9 +20,10 @@ class FrameViews:
         to this one."""
         return (id(self.frame), len(self.frame))
 
-    def _once(self, view: str, compute: Any) -> pd.DataFrame:
-        """A costly view (the counters' comparison) computed once for this frame: every
-        renderer and check asks for it; a copy each time, so callers cannot spoil it."""
+    def once(self, view: str, compute: Any) -> pd.DataFrame:
+        """`compute()`, made once per frame under the name `view` (a costly view, the
+        renderers' display tables, which the files and the terminal both show): a copy each
+        time, so callers cannot spoil it."""
         stamp = self._stamp()
         kept = self._views.get(view)
         if kept is None or kept[0] != stamp:
@@ -50,8 +51,3 @@ class FrameViews:
         if self._parts is None or self._parts[0] != stamp:
             self._parts = (stamp, dict(tuple(self.frame.groupby("scope", sort=False))))
         return self._parts[1]
-
-    def once(self, view: str, compute: Any) -> pd.DataFrame:
-        """`compute()`, made once per frame under the name `view`: the renderers keep their
-        display tables here, which the files and the terminal both show."""
-        return self._once(view, compute)

@@ -82,5 +82,5 @@ class Report(RunData):
 
     def findings(self) -> pd.DataFrame:
         """The answer first: a row per finding, most important first (report.findings)."""
-        return self._once("findings", lambda: findings(self))
+        return self.once("findings", lambda: findings(self))
 

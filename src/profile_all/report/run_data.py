@@ -105,7 +105,7 @@ class RunData(FrameViews):
                top: int | None) -> pd.DataFrame:
         """A row per name of `scope`, largest `sort_by` first (else the last metric); made
         once per frame (every renderer and finding asks)."""
-        table = self._once(f"table:{scope}", lambda: self._whole_table(scope, metrics, sort_by))
+        table = self.once(f"table:{scope}", lambda: self._whole_table(scope, metrics, sort_by))
         return table.head(top) if top else table
 
     def _whole_table(self, scope: str, metrics: list[str], sort_by: str) -> pd.DataFrame:
@@ -134,14 +134,14 @@ class RunData(FrameViews):
     def sampled_functions(self, top: int | None = None) -> pd.DataFrame:
         """A row per function and process a sampling profiler (py-spy) saw: samples, time
         estimated from them with its 95% error, share (report.sampling)."""
-        table = self._once("sampled", lambda: sampling.sampled_functions(
+        table = self.once("sampled", lambda: sampling.sampled_functions(
             self.scoped("function", "run"), self.facts))
         return table.head(top) if top else table
 
     def traced_vs_sampled(self) -> pd.DataFrame:
         """Each function's share of the run as traced (cProfile) and as sampled (py-spy),
         side by side, the largest difference first (report.sampling)."""
-        return self._once("traced_vs_sampled",
+        return self.once("traced_vs_sampled",
                           lambda: sampling.traced_vs_sampled(self.scoped("function"),
                                                              self.facts))
 
@@ -158,7 +158,7 @@ class RunData(FrameViews):
 
     def compilation(self) -> pd.DataFrame:
         """What torch.compile did in the timing pass: compiles, recompiles, graph breaks."""
-        return self._once("compilation", lambda: compilation.events(self.meta))
+        return self.once("compilation", lambda: compilation.events(self.meta))
 
     def kernels(self, top: int | None = None) -> pd.DataFrame:
         """A row per GPU kernel (torch.profiler or nsys), most device time first."""
@@ -210,13 +210,13 @@ class RunData(FrameViews):
         (flop-counter), and the known cause of the difference."""
         from profile_all.report.counters import counters
 
-        return self._once("counters", lambda: counters(self.frame, self.counting, self._train))
+        return self.once("counters", lambda: counters(self.frame, self.counting, self._train))
 
     def modules(self) -> pd.DataFrame:
         """A row per module: every counter's FLOPs side by side, and the parameters."""
         from profile_all.report.counters import modules
 
-        return self._once("modules", lambda: modules(self.frame, self.counting))
+        return self.once("modules", lambda: modules(self.frame, self.counting))
 
     def ranks(self) -> pd.DataFrame:
         """Across ranks, per run, step and region and each timer: the min, median and max of

@@ -40,32 +40,36 @@ def beside(work: Callable[[], object], meanwhile: Callable[[], object]) -> None:
     """`work()` in a forked child while `meanwhile()` runs here; return once both ended,
     raising what `work` raised (after `meanwhile` ended, whatever it raised). Where this
     process cannot fork: `work()`, then `meanwhile()`."""
-    if not can_fork():
+    started = _started(work) if can_fork() else None
+    if started is None:
         work()
         meanwhile()
         return
-    read_end, write_end = os.pipe()
-    gc.freeze()
-    try:
-        pid = os.fork()
-    except OSError:  # (no memory or no process left for it): here, one after the other
-        gc.unfreeze()
-        os.close(read_end)
-        os.close(write_end)
-        work()
-        meanwhile()
-        return
-    if pid == 0:  # the child: never returns, never runs the parent's exit handlers
-        os.close(read_end)
-        _work_then_exit(work, write_end)
-    gc.unfreeze()
-    os.close(write_end)
+    pid, read_end = started
     try:
         meanwhile()
     finally:
         error = _child_ended(pid, read_end)
     if error is not None:
         raise error
+
+
+def _started(work: Callable[[], object]) -> tuple[int, int] | None:
+    """(pid, the read end of its pipe) of a forked child doing `work`; None where the fork
+    failed (no memory or no process left for it)."""
+    read_end, write_end = os.pipe()
+    with frozen():
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return None
+        if pid == 0:  # the child: never returns, never runs the parent's exit handlers
+            os.close(read_end)
+            _work_then_exit(work, write_end)
+    os.close(write_end)
+    return pid, read_end
 
 
 def _work_then_exit(work: Callable[[], object], write_end: int) -> None:
