@@ -142,15 +142,20 @@ def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
     may unpack to, default 4G) and `max_field` (characters of one name or field, default
     1M): a file beyond them is refused, not read (bytes or text like `512M`). meanwhile:
     as for `run`."""
-    from profile_all.runs.ingest import ingest as ingest_files
+    from profile_all.runs import parse_ahead
 
     unpacked = validate.byte_size("max_unpacked", max_unpacked)
     field = validate.byte_size("max_field", max_field)
-    return ingest_files(validate.paths("files", files), validate.path("out", out, optional=True),
-                        command=validate.strings("command", command or [], paths_too=True),
-                        max_unpacked=int(unpacked) if unpacked else None,
-                        max_field=int(field) if field else None,
-                        meanwhile=validate.report_function("meanwhile", meanwhile))
+    paths, checked = validate.paths("files", files), {
+        "out": validate.path("out", out, optional=True),
+        "command": validate.strings("command", command or [], paths_too=True),
+        "max_unpacked": int(unpacked) if unpacked else None,
+        "max_field": int(field) if field else None,
+        "meanwhile": validate.report_function("meanwhile", meanwhile)}
+    with parse_ahead.started(paths, checked["max_unpacked"], checked["max_field"]) as ahead:
+        from profile_all.runs.ingest import ingest as ingest_files  # (pandas: meanwhile)
+
+        return ingest_files(paths, **checked, ahead=ahead)
 
 
 def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None) -> Any:

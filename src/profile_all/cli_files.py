@@ -37,10 +37,14 @@ def ingest(
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
-    from profile_all.render import terminal
+
+    def drawn(report: object) -> None:  # (pandas imported once the files are being parsed)
+        from profile_all.render import terminal
+
+        terminal.render(report, ERR_CONSOLE)
 
     pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked, max_field=max_field,
-              meanwhile=lambda report: terminal.render(report, ERR_CONSOLE))
+              meanwhile=drawn)
 
 
 def merge(

@@ -84,9 +84,10 @@ def _kind(head: bytes) -> str | None:
     return None
 
 
-def read_any(path: str | Path) -> IngestedFile:
+def read_any(path: str | Path, parsed: Any = None) -> IngestedFile:
     """The file read by the reader its content calls for (nsys files: rank 0, numbered by
-    the importer, which sees them all)."""
+    the importer, which sees them all); `parsed`: its chrome_trace.ChromeTrace, where its
+    columns were parsed already (runs/parse_ahead.py)."""
     path = Path(path)
     if not path.is_file():
         raise IngestError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
@@ -100,6 +101,8 @@ def read_any(path: str | Path) -> IngestedFile:
     kind = _kind(head)
     if kind is None:
         raise IngestError(f"{path}: not a file profile-all reads; it reads {KINDS_READ}")
+    if kind == "chrome-trace" and parsed is not None:
+        return _chrome_trace(path, parsed)
     return READERS[kind](path)
 
 
@@ -119,12 +122,12 @@ def _nsys_csv(path: Path) -> IngestedFile:
     return _nsys_file(path, *nsys_csv.read_nsys_csv(path))
 
 
-def _chrome_trace(path: Path) -> IngestedFile:
+def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
     from profile_all.readers.chrome_trace import load
     from profile_all.readers.trace_analysis import trace_rows
     from profile_all.readers.trace_checks import drop_impossible
 
-    trace = load(path)
+    trace = load(path) if parsed is None else parsed
     doubts = drop_impossible(trace)
     if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
         raise IngestError(f"{path}: a trace with no operator, kernel or range in it "

@@ -9,6 +9,7 @@ import shlex
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -21,11 +22,9 @@ from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
 from profile_all.rows import MEASURED
 from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
-from profile_all.runs import parallel_read
+from profile_all.runs import ingest_paths, parallel_read, parse_ahead
 from profile_all.runs.folder import RunDirectory
 
-#: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
-TRACE_PATTERNS = ("*.json", "*.json.gz")
 #: the words before a rank number in a file name, strongest first
 _RANK_WORDS = ("rank", "process", "proc", "worker", "node")
 
@@ -33,13 +32,15 @@ _RANK_WORDS = ("rank", "process", "proc", "worker", "node")
 def ingest(paths: Sequence[str | Path], out: Path | None = None,
            command: list[str] | None = None, max_unpacked: int | None = None,
            max_field: int | None = None,
-           meanwhile: Callable[[Report], object] | None = None) -> Report:
+           meanwhile: Callable[[Report], object] | None = None,
+           ahead: parse_ahead.Parsing | None = None) -> Report:
     """Read every file first (a bad one stops everything before anything is written),
-    each within the readers' limits (readers/limits.py)."""
+    each within the readers' limits (readers/limits.py); `ahead`: the traces' columns
+    being parsed already (runs/parse_ahead.py)."""
     if not paths:
         raise UsageError("ingest needs at least one file")
     with limits.applied(max_unpacked, max_field):
-        files, skipped, broken = _read_all(paths)
+        files, skipped, broken = _read_all(paths, ahead.ready() if ahead else None)
     if not files:
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
                           + "; ".join((broken + skipped)[:3]))
@@ -74,11 +75,11 @@ _KEPT = {"cprofile": ("cprofile.pass{number}.rank{rank}.prof", "SnakeViz",
                     "open https://www.speedscope.app and load {run_dir}/{path}")}
 
 
-def _read_framed(path: Path) -> IngestedFile:
+def _read_framed(path: Path, parsed: parse_ahead.Parsed | None = None) -> IngestedFile:
     """A file read, its rows made a frame where it was read (a worker): what comes back is
     compact, and no process holds every file's rows as lists (64 ranks' rows as lists
     were the ingest's peak memory)."""
-    file = read_any(path)
+    file = read_any(path, parsed.taken(path) if parsed else None)
     file.frame, file.rows = pd.DataFrame(file.rows, columns=MEASURED), []
     return file
 
@@ -111,12 +112,12 @@ def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, Ingest
     return kept
 
 
-def _read_all(paths: Sequence[str | Path]
+def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = None
               ) -> tuple[list[IngestedFile], list[str], list[str]]:
     """The files named, and those the directories named hold that are traces; why each of
     the others was left out: no trace (a config file), or a broken one (a rank lost)."""
-    named, found = _expand(paths)
-    results = parallel_read.each(_read_framed, [*named, *found])
+    named, found = ingest_paths.expand(paths)
+    results = parallel_read.each(partial(_read_framed, parsed=parsed), [*named, *found])
     files, skipped, broken = [], [], []
     for path, result in zip([*named, *found], results, strict=True):
         if not isinstance(result, Exception):
@@ -127,25 +128,6 @@ def _read_all(paths: Sequence[str | Path]
         else:  # a file a directory holds that is not a whole trace: left out
             (broken if isinstance(result, BrokenFile) else skipped).append(str(result))
     return files, skipped, broken
-
-
-def _expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
-    """(the files named, the files directories hold). A directory (what HTA and TensorBoard
-    users point at) stands for the chrome traces in it, at any depth, in name order: each
-    a pass of its own, its rank from the trace; a file there that is not a trace (a
-    config.json, profile-all's own meta.json) is left out and said to be."""
-    named, found = [], []
-    for path in map(Path, paths):
-        if not path.is_dir():
-            named.append(path)
-            continue
-        inside = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
-                         if p.is_file()})
-        if not inside:
-            raise IngestError(f"{path}: a directory with no trace file in it "
-                              f"({', '.join(TRACE_PATTERNS)}, at any depth)")
-        found += inside
-    return named, found
 
 
 def _doubts(files: list[IngestedFile], skipped: list[str], broken: list[str]) -> list[str]:

@@ -1,0 +1,31 @@
+"""The files an ingest reads: those named, and the traces in the directories named. No
+pandas here: the files are listed before the readers are imported (runs/parse_ahead.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from profile_all.readers import IngestError
+
+#: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
+TRACE_PATTERNS = ("*.json", "*.json.gz")
+
+
+def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
+    """(the files named, the files directories hold). A directory (what HTA and TensorBoard
+    users point at) stands for the chrome traces in it, at any depth, in name order: each
+    a pass of its own, its rank from the trace; a file there that is not a trace (a
+    config.json, profile-all's own meta.json) is left out and said to be."""
+    named, found = [], []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            named.append(path)
+            continue
+        inside = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
+                         if p.is_file()})
+        if not inside:
+            raise IngestError(f"{path}: a directory with no trace file in it "
+                              f"({', '.join(TRACE_PATTERNS)}, at any depth)")
+        found += inside
+    return named, found

@@ -1,0 +1,155 @@
+"""Chrome traces parsed while the command is still importing what reads them.
+
+`profile-all ingest` spends its first third of a second importing pandas, on one core,
+before it reads a file; parsing a trace's JSON into columns (readers/chrome_trace.py, 40%
+of reading one) needs none of that. So an ingest in a process that has not imported pandas
+yet forks first a process that parses the traces it will read, one after the other, each
+into a file of a private folder. When the readers are ready (`Parsing.ready`), that process
+is ended, mid-file or not, and each read takes the columns parsed ahead of it
+(`Parsed.taken`): the 8 traces of an 8-rank ingest mostly start with their columns made.
+
+Columns are taken only for the same file, unchanged since (its inode, size and time), and
+parsed under the limits in force (readers/limits.py). A file the process did not finish,
+could not parse, or that is not a chrome trace is read as if nothing had been parsed ahead:
+what it raises is the reader's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profile_all.readers import limits
+from profile_all.runs import forked, ingest_paths
+
+#: the names of the files parsed ahead: what torch.profiler and TensorBoard write
+PARSED_NAMES = (".json", ".json.gz")
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    status = os.stat(path)
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The files parsed ahead (their path as given -> the file holding their columns), and
+    the limits they were parsed under."""
+
+    files: dict[str, Path]
+    limits: limits.Limits
+
+    def taken(self, path: Path) -> Any:
+        """The ChromeTrace of `path` parsed ahead, or None where it must be read (not
+        parsed, other limits now, or the file changed since)."""
+        kept = self.files.get(str(path))
+        if kept is None or limits.current() != self.limits:
+            return None
+        with open(kept, "rb") as file:
+            stamp, trace = pickle.load(file)  # (written by this run's own process)
+        os.unlink(kept)
+        return trace if stamp == _stamp(path) else None
+
+
+class Parsing:
+    """The process parsing the traces, and the folder it writes into."""
+
+    def __init__(self, pid: int, said: int, folder: Path, paths: list[Path],
+                 used: limits.Limits) -> None:
+        self._pid, self._said, self._folder = pid, said, folder
+        self._paths, self._limits = paths, used
+        self._finished: list[int] = []
+
+    def ready(self) -> Parsed:
+        """The process ended (mid-file or not); the files it finished."""
+        if self._pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            with os.fdopen(self._said, "rb") as pipe:
+                finished = [int(number) for number in pipe.read().split()]
+            os.waitpid(self._pid, 0)
+            self._pid, self._finished = 0, finished
+        return Parsed({str(self._paths[number]): self._folder / f"{number}.pickle"
+                       for number in self._finished}, self._limits)
+
+    def close(self) -> None:
+        self.ready()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def started(paths: Sequence[Path], max_unpacked: int | None,
+            max_field: int | None) -> Iterator[Parsing | None]:
+    """A process parsing the traces of `paths` (files and directories, as an ingest names
+    them) until `ready()`; None where it would gain nothing (pandas is imported already)
+    or cannot run (no fork, threads)."""
+    if "pandas" in sys.modules or not forked.can_fork():
+        yield None
+        return
+    with limits.applied(max_unpacked, max_field):
+        used = limits.current()
+        parsing = _forked(list(paths), used)
+    try:
+        yield parsing
+    finally:
+        if parsing is not None:
+            parsing.close()
+
+
+def _forked(given: list[Path], used: limits.Limits) -> Parsing | None:
+    try:
+        named, found = ingest_paths.expand(given)
+    except (OSError, ValueError):  # (the reading says why)
+        return None
+    paths = [*named, *found]
+    folder = Path(tempfile.mkdtemp(prefix="profile-all-parsed-"))
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    with forked.frozen():
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it, no traceback
+                os.close(read_end)
+                _parse_each(paths, folder, write_end, parent)
+            finally:
+                os._exit(0)  # never back into the parent's code
+    os.close(write_end)
+    if pid < 0:
+        os.close(read_end)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return Parsing(pid, read_end, folder, paths, used)
+
+
+def _parse_each(paths: list[Path], folder: Path, said: int, parent: int) -> None:
+    """Each trace parsed, its columns written into `folder`, its number said on `said`
+    (the forked process's work; `parent`: the command's process)."""
+    from profile_all.readers import chrome_trace
+
+    for number, path in enumerate(paths):
+        if os.getppid() != parent:  # the command is gone: so is what it would read
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        if not path.name.endswith(PARSED_NAMES) or not path.is_file():
+            continue
+        try:
+            stamp = _stamp(path)
+            trace = chrome_trace.load(path)
+        except Exception:  # (read again where it is read, and said there)
+            continue
+        with open(folder / f"{number}.pickle", "wb") as file:
+            pickle.dump((stamp, trace), file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.write(said, f"{number}\n".encode())
