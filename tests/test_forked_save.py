@@ -38,6 +38,34 @@ def test_the_work_runs_in_another_process_while_meanwhile_runs_here(tmp_path):
     assert _no_child_left()
 
 
+def test_what_the_work_returned_comes_back_here():
+    import pandas as pd
+
+    made = forked.beside(lambda: pd.DataFrame({"pid": [os.getpid()]}), lambda: None)
+    assert made["pid"].item() != os.getpid()
+    assert forked.beside(lambda: None, lambda: None) is None
+    assert _no_child_left()
+
+
+def test_the_pages_written_beside_the_drawing_are_those_written_alone(tmp_path):
+    """With `meanwhile`, the findings are made in a child and the sections here, then the
+    pages written in a child: the same summary.md and report.html as one process makes."""
+    from conftest import write_torch_trace
+
+    traces = [write_torch_trace(tmp_path / f"rank{rank}.json", rank=rank) for rank in (0, 1)]
+    drawn = []
+    beside = pa.ingest(traces, tmp_path / "beside", meanwhile=lambda r: drawn.append(
+        r.findings()))
+    alone = pa.ingest(traces, tmp_path / "alone")
+    assert drawn[0].equals(beside.findings()) and not drawn[0].empty
+    for name in ("summary.md", "report.html"):
+        texts = [(tmp_path / way / name).read_text().replace(str(tmp_path / way), "RUN")
+                 .replace(report.meta.run_id, "ID")
+                 for way, report in (("beside", beside), ("alone", alone))]
+        assert texts[0] == texts[1], name
+    assert _no_child_left()
+
+
 def test_with_a_thread_running_nothing_is_forked(tmp_path):
     """A lock another thread holds at a fork would stay held in the child: one after the
     other, here."""

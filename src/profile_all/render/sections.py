@@ -156,14 +156,15 @@ SECTIONS = (
 Shown = tuple[Section, pd.DataFrame, int]
 
 
-def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown]:
+def shown(report: Report, top: int | None, terminal: bool = False,
+          leaving_out: tuple[str, ...] = ()) -> list[Shown]:
     """(section, its table cut to `top` rows where long, how many rows were left out) for
-    every section the report has rows for."""
+    every section the report has rows for (but those whose anchor is in `leaving_out`)."""
     out = []
     # made once for the files and the terminal, unless the record or the folder changed
     state = hash((repr(report.meta), str(report.run_dir)))
     for section in SECTIONS:
-        if terminal and not section.in_terminal:
+        if (terminal and not section.in_terminal) or section.anchor in leaving_out:
             continue
         table = report.once(f"section:{section.anchor}:{state}",
                             lambda section=section: section.table(report))

@@ -30,6 +30,11 @@ class FrameViews:
             kept = self._views[view] = (stamp, compute())
         return kept[1].copy()
 
+    def adopt(self, view: str, table: pd.DataFrame) -> None:
+        """`table` kept as the view `view` of this frame, made elsewhere: by a process
+        forked from this one, of the same frame (runs/store.py)."""
+        self._views[view] = (self._stamp(), table)
+
     def scoped(self, *scopes: str) -> pd.DataFrame:
         """The frame's rows of `scopes`, in the frame's order. The frame is split by scope
         once: a report's views and sections asked for one scope or two forty times, and a

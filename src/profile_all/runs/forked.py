@@ -1,5 +1,6 @@
-"""Work done in a forked process beside this one: a report's files written while its caller
-draws it, many files read at once (parallel_read).
+"""Work done in a forked process beside this one, what it returns pickled back: a report's
+findings made while its sections are made here, its files written while its caller draws
+it (store.py), many files read at once (parallel_read).
 
 Fork only where this process runs one thread (a notebook's kernel, a program with threads
 of its own: a lock held by another thread at the fork would stay held in the child), and
@@ -19,6 +20,9 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def can_fork() -> bool:
@@ -36,22 +40,24 @@ def frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def beside(work: Callable[[], object], meanwhile: Callable[[], object]) -> None:
-    """`work()` in a forked child while `meanwhile()` runs here; return once both ended,
-    raising what `work` raised (after `meanwhile` ended, whatever it raised). Where this
-    process cannot fork: `work()`, then `meanwhile()`."""
+def beside(work: Callable[[], T], meanwhile: Callable[[], object]) -> T:
+    """`work()` in a forked child while `meanwhile()` runs here; return what `work`
+    returned (pickled back) once both ended, or raise what it raised (after `meanwhile`
+    ended, whatever that raised). Where this process cannot fork: `work()`, then
+    `meanwhile()`."""
     started = _started(work) if can_fork() else None
     if started is None:
-        work()
+        result = work()
         meanwhile()
-        return
+        return result
     pid, read_end = started
     try:
         meanwhile()
     finally:
-        error = _child_ended(pid, read_end)
+        error, result = _child_ended(pid, read_end)
     if error is not None:
         raise error
+    return result
 
 
 def _started(work: Callable[[], object]) -> tuple[int, int] | None:
@@ -73,28 +79,30 @@ def _started(work: Callable[[], object]) -> tuple[int, int] | None:
 
 
 def _work_then_exit(work: Callable[[], object], write_end: int) -> None:
+    """(The child.) What `work` returned, or the exception it raised, pickled to the
+    parent."""
     try:
-        work()
+        payload = pickle.dumps((None, work()))
         status = 0
     except BaseException as error:  # handed to the parent, raised there
         error.add_note(f"(in the process that wrote it)\n{traceback.format_exc()}")
         try:
-            payload = pickle.dumps(error)
+            payload = pickle.dumps((error, None))
         except Exception:
-            payload = pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(payload)
+            payload = pickle.dumps((RuntimeError(f"{type(error).__name__}: {error}"), None))
         status = 1
+    with os.fdopen(write_end, "wb") as pipe:
+        pipe.write(payload)
     os._exit(status)
 
 
-def _child_ended(pid: int, read_end: int) -> BaseException | None:
-    """What the child raised (None if nothing), once it ended."""
+def _child_ended(pid: int, read_end: int) -> tuple[BaseException | None, Any]:
+    """(what the child raised or None, what its work returned), once it ended."""
     with os.fdopen(read_end, "rb") as pipe:
         payload = pipe.read()
     _, status = os.waitpid(pid, 0)
     if payload:
         return pickle.loads(payload)  # (from the child this process forked)
     code = os.waitstatus_to_exitcode(status)
-    return None if code == 0 else RuntimeError(
-        f"the process writing the report ended with {code} and said nothing")
+    return RuntimeError(f"the process writing the report ended with {code} and said "
+                        "nothing"), None
