@@ -76,6 +76,9 @@ class Section:
     scopes: tuple[str, ...] = ()
     #: only the rows of sampling backends (True), or of the others (False), name it
     sampled: bool | None = None
+    #: made from views the findings read (measured: 2-20 ms after the findings, 3-10x
+    #: that alone): made where the findings are made (runs/store.py)
+    with_findings: bool = False
 
     def titled(self, report: Report) -> Section:
         """This section, its title naming the backends of its rows."""
@@ -92,10 +95,12 @@ class Section:
 SECTIONS = (
     Section("findings", "Findings", tables.findings_table,
             note="Most important first, from every backend's rows side by side; the "
-                 "evidence names them.", in_terminal=False),  # the terminal's headline
-    Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE),
-    Section("latency", "Model latency (warm-up excluded)", model_tables.latency_table),
-    Section("batches", "Batch-size search", model_tables.batches_table),
+                 "evidence names them.",
+            in_terminal=False, with_findings=True),  # the terminal's headline
+    Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE, with_findings=True),
+    Section("latency", "Model latency (warm-up excluded)", model_tables.latency_table,
+            with_findings=True),
+    Section("batches", "Batch-size search", model_tables.batches_table, with_findings=True),
     Section("counters", "FLOP counters side by side", model_tables.counters_table),
     Section("modules", "Modules (FLOPs per counter)", model_tables.modules_table, long=True),
     Section("summary", "Run, steps and regions", tables.summary_table, long=True),
@@ -107,44 +112,47 @@ SECTIONS = (
             note="The straggler: each rank's total time, its spread ((max - min) / median) "
                  "and the slowest rank."),
     Section("device-time", "Device time by type, per rank", trace_tables.device_time_table,
-            note=DEVICE_TIME_NOTE),
+            note=DEVICE_TIME_NOTE, with_findings=True),
     Section("stragglers", "Stragglers, per step", trace_tables.stragglers_table,
             note="Per step that several ranks ran: the slowest rank and how far it lags the "
                  "median; the rank that computed the most, which the others wait for in "
-                 "their collectives, and its excess over the median rank's computation."),
+                 "their collectives, and its excess over the median rank's computation.",
+            with_findings=True),
     Section("step-time", "Step time breakdown, per rank and step",
             trace_tables.step_time_table, long=True, note=STEP_TIME_NOTE),
     Section("overlap", "Communication overlap, per rank",
             trace_tables.overlap_table,
             note="Communication kernels' time (their union) and how much of it computation "
-                 "kernels ran beside: HTA's communication-computation overlap."),
+                 "kernels ran beside: HTA's communication-computation overlap.",
+            with_findings=True),
     Section("kernel-types", "Kernel types busy together, per rank",
             trace_tables.kernel_types_table, long=True,
             note="Device time by the types of kernel running at once, HTA's kernel "
                  "breakdown: communication is nccl*Kernel, memory a copy or a fill."),
     Section("top-kernels", "Top kernels, per rank", trace_tables.top_kernels_table, long=True),
     Section("launches", "Kernel launches, per rank", trace_tables.launches_table, long=True,
-            note=LAUNCH_NOTE),
+            note=LAUNCH_NOTE, with_findings=True),
     Section("idle-streams", "Idle time per stream, by cause", trace_tables.idle_streams_table,
             long=True, note=IDLE_NOTE),
     Section("held-memory", "Memory by what holds it", trace_tables.held_memory_table,
-            long=True, note=HELD_NOTE),
+            long=True, note=HELD_NOTE, with_findings=True),
     Section("functions", "Functions by self time", tables.functions_table, long=True,
-            scopes=("function",), sampled=False),
+            scopes=("function",), sampled=False, with_findings=True),
     Section("sampled", "Functions sampled, by self time", tables.sampled_functions_table,
             long=True, scopes=("function",), sampled=True, note=SAMPLED_NOTE),
     Section("traced-vs-sampled", "Traced and sampled, side by side",
-            tables.traced_vs_sampled_table, long=True, note=SIDE_BY_SIDE_NOTE),
+            tables.traced_vs_sampled_table, long=True, note=SIDE_BY_SIDE_NOTE, with_findings=True),
     Section("threads", "Threads sampled", tables.threads_table, scopes=("thread",),
             note="A thread's time on the CPU is its samples'; its idle time (the target's "
                  "thread) is its wall time less that."),
-    Section("operators", "Operators", tables.operators_table, long=True, scopes=("operator",)),
+    Section("operators", "Operators", tables.operators_table, long=True, scopes=("operator",),
+            with_findings=True),
     Section("kernels", "Kernels by device time", tables.kernels_table, long=True,
-            scopes=("kernel",)),
+            scopes=("kernel",), with_findings=True),
     Section("transfers", "Device copies and fills", tables.transfers_table, long=True,
             scopes=("memcpy", "memset")),
     Section("api", "CUDA API calls by host time", tables.api_table, long=True,
-            scopes=("api",)),
+            scopes=("api",), with_findings=True),
     Section("lines", "Line by line", tables.lines_table, long=True, scopes=("line",)),
     Section("native", "Native files", tables.native_files_table, in_terminal=False),
     Section("skipped", "Skipped backends", tables.skipped_table, in_terminal=False),
@@ -156,18 +164,35 @@ SECTIONS = (
 Shown = tuple[Section, pd.DataFrame, int]
 
 
+#: the anchors of the sections made where the findings are made
+WITH_FINDINGS = tuple(section.anchor for section in SECTIONS if section.with_findings)
+
+
+def _view(report: Report) -> Callable[[Section], str]:
+    """The name a section's table is kept under: made once for the files and the terminal,
+    unless the record or the folder changed."""
+    state = hash((repr(report.meta), str(report.run_dir)))
+    return lambda section: f"section:{section.anchor}:{state}"
+
+
+def make(report: Report, anchors: tuple[str, ...]) -> None:
+    """The whole tables of the sections `anchors` made (kept in the report's views)."""
+    view = _view(report)
+    for section in SECTIONS:
+        if section.anchor in anchors:
+            report.once(view(section), lambda section=section: section.table(report))
+
+
 def shown(report: Report, top: int | None, terminal: bool = False,
           leaving_out: tuple[str, ...] = ()) -> list[Shown]:
     """(section, its table cut to `top` rows where long, how many rows were left out) for
     every section the report has rows for (but those whose anchor is in `leaving_out`)."""
     out = []
-    # made once for the files and the terminal, unless the record or the folder changed
-    state = hash((repr(report.meta), str(report.run_dir)))
+    view = _view(report)
     for section in SECTIONS:
         if (terminal and not section.in_terminal) or section.anchor in leaving_out:
             continue
-        table = report.once(f"section:{section.anchor}:{state}",
-                            lambda section=section: section.table(report))
+        table = report.once(view(section), lambda section=section: section.table(report))
         if table.empty:
             continue
         out.append((section.titled(report), *tables.cut(table, top if section.long else None)))

@@ -30,10 +30,19 @@ class FrameViews:
             kept = self._views[view] = (stamp, compute())
         return kept[1].copy()
 
-    def adopt(self, view: str, table: pd.DataFrame) -> None:
-        """`table` kept as the view `view` of this frame, made elsewhere: by a process
-        forked from this one, of the same frame (runs/store.py)."""
-        self._views[view] = (self._stamp(), table)
+    def made(self) -> dict[str, pd.DataFrame]:
+        """Every view made of this frame so far, by name."""
+        stamp = self._stamp()
+        return {view: table for view, (made_of, table) in self._views.items()
+                if made_of == stamp}
+
+    def adopt(self, views: dict[str, pd.DataFrame]) -> None:
+        """`views` (`made()` by a process forked from this one, of the same frame) kept as
+        if made here, where not made here already (runs/store.py)."""
+        stamp = self._stamp()
+        for view, table in views.items():
+            if view not in self.made():
+                self._views[view] = (stamp, table)
 
     def scoped(self, *scopes: str) -> pd.DataFrame:
         """The frame's rows of `scopes`, in the frame's order. The frame is split by scope
