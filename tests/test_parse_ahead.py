@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import profile_all, write_torch_trace
+from conftest import processes_with, profile_all, write_torch_trace
 from profile_all.readers import chrome_trace, limits
 from profile_all.readers.detect import read_any
 from profile_all.runs import parse_ahead
@@ -125,3 +125,36 @@ def test_an_ingest_that_parsed_ahead_reports_what_one_that_did_not_reports(tmp_p
     here = pa.ingest([folder], tmp_path / "api")
     command = pa.load(tmp_path / "command")
     assert command.frame.equals(here.frame)
+
+
+_INTERRUPTED = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+import profile_all.entry as entry
+from profile_all.runs import parse_ahead
+start = parse_ahead.Parsing.start
+def started(self, given):
+    running = start(self, given)
+    os.killpg(os.getpgrp(), signal.SIGINT)  # Ctrl-C: the terminal's SIGINT to the group
+    return running
+parse_ahead.Parsing.start = started
+sys.argv = ["profile-all", "ingest", *sys.argv[1:]]
+entry.main()
+"""
+
+
+def test_ctrl_c_while_traces_are_parsed_ahead_leaves_nothing_behind(tmp_path):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(2):
+        write_torch_trace(folder / f"rank{rank}.json", rank=rank)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED, str(folder), "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=120, start_new_session=True,
+                          env={**os.environ, "TMPDIR": str(scratch)})
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["profile-all: interrupted (Ctrl-C)"]
+    assert not any(scratch.iterdir()) and not (tmp_path / "out").exists()
+    assert processes_with(str(folder)) == []

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profile_all.readers import limits
+from profile_all.readers import IngestError, limits
 from profile_all.runs import forked, ingest_paths
 
 #: the names of the files parsed ahead: what torch.profiler and TensorBoard write
@@ -63,11 +63,46 @@ class Parsed:
 class Parsing:
     """The process parsing the traces, and the folder it writes into."""
 
-    def __init__(self, pid: int, said: int, folder: Path, paths: list[Path],
-                 used: limits.Limits) -> None:
-        self._pid, self._said, self._folder = pid, said, folder
-        self._paths, self._limits = paths, used
+    def __init__(self, used: limits.Limits) -> None:
+        self._limits = used
+        self._pid, self._said = 0, -1
+        self._folder: Path | None = None
+        self._paths: list[Path] = []
         self._finished: list[int] = []
+
+    def start(self, given: list[Path]) -> bool:
+        """The process started on the traces of `given` (files and directories); False
+        where it was not (nothing to list, no fork)."""
+        try:
+            named, found = ingest_paths.expand(given)
+        except (OSError, ValueError, IngestError):  # (the reading says why)
+            return False
+        self._paths = [*named, *found]
+        self._folder = Path(tempfile.mkdtemp(prefix="profile-all-parsed-"))
+        read_end, write_end = os.pipe()
+        parent = os.getpid()
+        # no Ctrl-C between the fork and the pid kept, which close() needs to end it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            with forked.frozen():
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it
+                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                        os.close(read_end)
+                        with limits.applied(self._limits.max_unpacked,
+                                            self._limits.max_field):
+                            _parse_each(self._paths, self._folder, write_end, parent)
+                    finally:
+                        os._exit(0)  # never back into the parent's code
+            self._pid, self._said = pid, read_end
+        except OSError:  # (no memory or no process left for it)
+            os.close(read_end)
+        finally:
+            os.close(write_end)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        return self._pid > 0
 
     def ready(self) -> Parsed:
         """The process ended (mid-file or not); the files it finished."""
@@ -79,11 +114,12 @@ class Parsing:
             os.waitpid(self._pid, 0)
             self._pid, self._finished = 0, finished
         return Parsed({str(self._paths[number]): self._folder / f"{number}.pickle"
-                       for number in self._finished}, self._limits)
+                       for number in self._finished} if self._folder else {}, self._limits)
 
     def close(self) -> None:
         self.ready()
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -91,47 +127,17 @@ def started(paths: Sequence[Path], max_unpacked: int | None,
             max_field: int | None) -> Iterator[Parsing | None]:
     """A process parsing the traces of `paths` (files and directories, as an ingest names
     them) until `ready()`; None where it would gain nothing (pandas is imported already)
-    or cannot run (no fork, threads)."""
+    or cannot run (no fork, threads). Whatever ends the block ends the process and
+    removes its folder."""
     if "pandas" in sys.modules or not forked.can_fork():
         yield None
         return
     with limits.applied(max_unpacked, max_field):
-        used = limits.current()
-        parsing = _forked(list(paths), used)
+        parsing = Parsing(limits.current())
     try:
-        yield parsing
+        yield parsing if parsing.start(list(paths)) else None
     finally:
-        if parsing is not None:
-            parsing.close()
-
-
-def _forked(given: list[Path], used: limits.Limits) -> Parsing | None:
-    try:
-        named, found = ingest_paths.expand(given)
-    except (OSError, ValueError):  # (the reading says why)
-        return None
-    paths = [*named, *found]
-    folder = Path(tempfile.mkdtemp(prefix="profile-all-parsed-"))
-    read_end, write_end = os.pipe()
-    parent = os.getpid()
-    with forked.frozen():
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it, no traceback
-                os.close(read_end)
-                _parse_each(paths, folder, write_end, parent)
-            finally:
-                os._exit(0)  # never back into the parent's code
-    os.close(write_end)
-    if pid < 0:
-        os.close(read_end)
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    return Parsing(pid, read_end, folder, paths, used)
+        parsing.close()
 
 
 def _parse_each(paths: list[Path], folder: Path, said: int, parent: int) -> None:
