@@ -157,3 +157,20 @@ def test_the_recorder_s_wait_ends_with_the_process_or_at_its_patience():
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_pass_samples_the_target_s_child_and_py_spy_is_not_below_the_target(tmp_path):
+    """py-spy follows the target's subprocesses; started by the target's own process it
+    was one of them and waited, one start in two, 100 ms for its own failed attach: it is
+    started apart now (backends/apart_process.py)."""
+    run = tmp_path / "run"
+    done = profile_all("run", TARGETS / "child_work.py", "-b", "py-spy", "--show-output",
+                       "all", "-o", run)
+    assert done.returncode == 0, done.stderr
+    below = [line for line in done.stdout.splitlines() if line.startswith("below:")]
+    assert len(below) == 2 and all("py-spy" not in line for line in below), below
+    assert all("python" in line for line in below), below  # (the child was seen)
+    sampled = pa.load(run).sampled_functions()
+    child = sampled[sampled["process"] != ""]
+    assert not child.empty and child["process"].str.startswith("process ").all()
+    assert child["name"].str.contains("<string>").any()  # the child's own code

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from profile_all.backends import apart_process
 from profile_all.errors import ProfileAllError
 
 #: names the py-spy executable to run (one built elsewhere, a wrapper)
@@ -104,10 +105,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
 
 
-def _wait(process: subprocess.Popen, seconds: float) -> None:
+def _wait(process: subprocess.Popen | apart_process.Apart, seconds: float) -> None:
     """`process.wait(seconds)`, returning the moment it ends where Linux tells (a pidfd):
     Popen.wait sleeps up to 50 ms between looks, and py-spy ends 10-30 ms after its
     Ctrl-C, so every pass with py-spy waited 16-64 ms for 10."""
+    if isinstance(process, apart_process.Apart):  # (followed through a pidfd already)
+        process.wait(seconds)
+        return
     try:
         ended = os.pidfd_open(process.pid)
     except (AttributeError, OSError):  # (not Linux 5.3+, or reaped already)
@@ -132,19 +136,21 @@ class Recorder:
                         "--format", "speedscope", "--output", str(output), "--full-filenames",
                         *(["--native"] if native else []), *(["--idle"] if idle else []),
                         *(["--subprocesses"] if subprocesses else [])]
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | apart_process.Apart | None = None
 
     def start(self, patience: float = 30.0) -> None:
         """Start py-spy and return once it samples; ProfileAllError with its reason when
         it stops first, or says nothing for `patience` seconds."""
-        if self.own:
+        if self.own:  # py-spy apart: not among the descendants it samples (apart_process)
             allow_reader(_ANY)  # until py-spy's pid is known, then only py-spy
         try:
-            with self.log.open("wb") as log:
-                self.process = subprocess.Popen(
-                    self.command, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True,
-                    preexec_fn=_die_with_parent)
+            self.process = apart_process.start(self.command, self.log) if self.own else None
+            if self.process is None:
+                with self.log.open("wb") as log:
+                    self.process = subprocess.Popen(
+                        self.command, stdout=log, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, start_new_session=True,
+                        preexec_fn=_die_with_parent)
         except OSError as error:
             raise ProfileAllError(f"py-spy could not start: {error}") from None
         finally:
@@ -192,8 +198,9 @@ class Recorder:
         errors = [line.removeprefix("Error: ") for line in lines
                   if line.startswith(("Error", "Permission"))]
         reason = "; ".join(errors[:2]) or (lines[-1] if lines else "no output")
-        code = self.process.returncode if self.process is not None else None
-        text = f"py-spy could not sample process {self.pid} (exit {code}): {reason[:300]}"
+        code = self.process.returncode if isinstance(self.process, subprocess.Popen) else None
+        status = f" (exit {code})" if code is not None else ""  # (apart: not ours to know)
+        text = f"py-spy could not sample process {self.pid}{status}: {reason[:300]}"
         if "ermission" in said or "Operation not permitted" in said:
             text += f"; {FIX}"
         return text
