@@ -115,6 +115,8 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["ingest", "{numbers.csv}"], "not a file profile-all reads"),
     (["ingest", "{empty_dir}"], "a directory with no trace file in it"),
     (["ingest", "{cut.json.gz}"], "corrupt or truncated"),
+    # the output folder is refused before a file is read (a broken one here)
+    (["ingest", "{cut.json.gz}", "-o", "{full}"], "exists and is not empty"),
     (["show", "{tmp}/nope"], "no such folder"),
     (["show", "{not_a_run}"], "no meta.json"),
     (["show", "{a_file}"], "not a run directory"),

@@ -89,6 +89,13 @@ class RunDirectory:
         self.work = work  # where everything is written until commit()
         self._lock = lock  # the descriptor holding final's name
 
+    @staticmethod
+    def refuse_taken(out: Path | None) -> None:
+        """UsageError now where `out` holds something already (an ingest reads its files
+        before it makes the folder: a taken name was said after the last file was read)."""
+        if out is not None and _taken(Path(out)):
+            raise UsageError(f"output folder {out} exists and is not empty")
+
     @classmethod
     def create(cls, out: Path | None, label: str) -> RunDirectory:
         final = Path(out) if out is not None else _default_path(label)

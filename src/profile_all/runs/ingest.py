@@ -39,6 +39,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
     being parsed already (runs/parse_ahead.py)."""
     if not paths:
         raise UsageError("ingest needs at least one file")
+    RunDirectory.refuse_taken(out)
     with limits.applied(max_unpacked, max_field):
         files, skipped, broken = _read_all(paths, ahead.ready() if ahead else None)
     if not files:
