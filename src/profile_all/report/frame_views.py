@@ -39,9 +39,9 @@ class FrameViews:
     def adopt(self, views: dict[str, pd.DataFrame]) -> None:
         """`views` (`made()` by a process forked from this one, of the same frame) kept as
         if made here, where not made here already (runs/store.py)."""
-        stamp = self._stamp()
+        stamp, here = self._stamp(), self.made()
         for view, table in views.items():
-            if view not in self.made():
+            if view not in here:
                 self._views[view] = (stamp, table)
 
     def scoped(self, *scopes: str) -> pd.DataFrame:
