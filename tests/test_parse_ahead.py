@@ -107,17 +107,22 @@ def test_the_parsing_process_and_its_folder_end_with_the_ingest(tmp_path):
     assert not said["folder_left"] and not said["child_left"] and not said["again"]
 
 
+def _ranks_and_scratch(tmp_path, ranks: int, suffix: str):
+    """(a folder of `ranks` rank traces, an empty folder for TMPDIR)."""
+    folder, scratch = tmp_path / "ranks", tmp_path / "tmp"
+    folder.mkdir()
+    scratch.mkdir()
+    for rank in range(ranks):
+        write_torch_trace(folder / f"rank{rank}{suffix}", rank=rank)
+    return folder, scratch
+
+
 def test_an_ingest_that_parsed_ahead_reports_what_one_that_did_not_reports(tmp_path):
     """The command (pandas not imported when it starts: traces parsed ahead) and the API
     in this process (pandas imported: nothing parsed ahead), on the same rank files."""
     import profile_all as pa
 
-    folder = tmp_path / "ranks"
-    folder.mkdir()
-    for rank in range(3):
-        write_torch_trace(folder / f"rank{rank}.json.gz", rank=rank)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    folder, scratch = _ranks_and_scratch(tmp_path, 3, ".json.gz")
     result = profile_all("ingest", folder, "-o", tmp_path / "command",
                          env={"TMPDIR": str(scratch)})
     assert result.returncode == 0, result.stderr
@@ -144,12 +149,7 @@ entry.main()
 
 
 def test_ctrl_c_while_traces_are_parsed_ahead_leaves_nothing_behind(tmp_path):
-    folder = tmp_path / "ranks"
-    folder.mkdir()
-    for rank in range(2):
-        write_torch_trace(folder / f"rank{rank}.json", rank=rank)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    folder, scratch = _ranks_and_scratch(tmp_path, 2, ".json")
     done = subprocess.run([sys.executable, "-c", _INTERRUPTED, str(folder), "-o",
                            str(tmp_path / "out")], capture_output=True, text=True,
                           timeout=120, start_new_session=True,
