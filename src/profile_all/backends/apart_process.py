@@ -16,7 +16,6 @@ a process that took its pid since; its exit status is its new parent's, not ours
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -24,8 +23,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
+from profile_all import process_control
+
 #: the shell's part: the program in the background, its output into the log, its pid said
 _SHELL = '"$@" </dev/null >"$0" 2>&1 & echo $!'
 
@@ -67,16 +66,14 @@ class Apart:
 def _orphans_go_above() -> Iterator[None]:
     """Within the block, a process orphaned below this one goes above it, where this
     process is a subreaper."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    was = ctypes.c_int(0)
-    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0)
-    if was.value:
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    was = process_control.adopts_orphans()
+    if was:
+        process_control.adopt_orphans(False)
     try:
         yield
     finally:
-        if was.value:
-            libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if was:
+            process_control.adopt_orphans()
 
 
 def start(command: list[str], log: Path) -> Apart | None:

@@ -12,7 +12,6 @@ itself says that py-spy may read it (prctl PR_SET_PTRACER).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import select
@@ -23,16 +22,15 @@ import sys
 import time
 from pathlib import Path
 
+from profile_all import process_control
 from profile_all.backends import apart_process
 from profile_all.errors import ProfileAllError
+from profile_all.process_control import ANY_READER, allow_reader
 
 #: names the py-spy executable to run (one built elsewhere, a wrapper)
 BINARY_VARIABLE = "PROFILE_ALL_PY_SPY"
 #: what py-spy prints once it samples
 SAMPLING = "Sampling process"
-_PR_SET_PTRACER = 0x59616D61
-_PR_SET_PDEATHSIG = 1
-_ANY = -1  # PR_SET_PTRACER_ANY
 _CAP_SYS_PTRACE = 19
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 FIX = ("let it read other processes: run as root (sudo), lower Yama's ptrace_scope (sudo "
@@ -90,19 +88,11 @@ def why_not(of_own_child: bool) -> str:
     return ""
 
 
-def allow_reader(pid: int) -> None:
-    """Let process `pid` (py-spy; _ANY: any process of this user's; 0: none beyond what
-    Yama allows) read this one where Yama allows only ancestors (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PTRACER, pid, 0, 0, 0)
-
-
 def _die_with_parent() -> None:
     """In py-spy's process before it runs: it ends (writing what it has) when the process
     that started it ends, however that ends (a SIGKILL'd attach left it pausing its target
     50 times a second, with nobody to read it); Linux."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    process_control.die_with_parent(signal.SIGINT)
 
 
 def _wait(process: subprocess.Popen | apart_process.Apart, seconds: float) -> None:
@@ -142,7 +132,7 @@ class Recorder:
         """Start py-spy and return once it samples; ProfileAllError with its reason when
         it stops first, or says nothing for `patience` seconds."""
         if self.own:  # py-spy apart: not among the descendants it samples (apart_process)
-            allow_reader(_ANY)  # until py-spy's pid is known, then only py-spy
+            allow_reader(ANY_READER)  # until py-spy's pid is known, then only py-spy
         try:
             self.process = apart_process.start(self.command, self.log) if self.own else None
             if self.process is None:

@@ -12,8 +12,8 @@ cleanly however the pass or profile-all itself is asked to end.
   that the pass neither waits on their pipe nor leaves them running.
 - A target's child started in a session of its own (`start_new_session=True`, a daemon's
   double fork) is in no group of ours: the worker makes itself their subreaper
-  (`adopt_orphans`: orphans come to it, not to init), and as it finishes, ends and names
-  every descendant outside its group that still runs (`end_escaped`).
+  (`process_control.adopt_orphans`: orphans come to it, not to init), and as it finishes,
+  ends and names every descendant outside its group that still runs (`end_escaped`).
 """
 
 from __future__ import annotations
@@ -142,21 +142,6 @@ def stop(process: subprocess.Popen, signum: int, stops: StopRequests) -> None:
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
-
-
-#: prctl's PR_SET_CHILD_SUBREAPER (Linux)
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def adopt_orphans() -> None:
-    """Make this process the subreaper of its descendants: one whose parent ends comes to
-    it (Linux; elsewhere nothing happens, and such a descendant is not seen)."""
-    import ctypes
-    import ctypes.util
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(
-            _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def end_escaped() -> list[str]:

@@ -23,7 +23,6 @@ side (start it, tell it the rest of its modules, ask it for a pass or a check, c
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import faulthandler
 import functools
 import importlib
@@ -37,9 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profile_all import process_control
 from profile_all.runner.server_messages import MESSAGE_BYTES, send
 
-_PR_SET_PDEATHSIG = 1
 #: the server's first argument when the rest of its modules come in a message
 MORE_LATER = "--more-later"
 
@@ -47,8 +46,7 @@ MORE_LATER = "--more-later"
 def _die_with_parent() -> None:
     """The server goes when profile-all goes (Linux); elsewhere its passes still watch
     profile-all's pid, and the server ends when its socket closes."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    process_control.die_with_parent(signal.SIGTERM)
 
 
 def _become(request: dict[str, Any], fds: list[int], channel: socket.socket,

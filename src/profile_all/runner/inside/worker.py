@@ -35,6 +35,7 @@ from typing import Any
 
 import psutil
 
+from profile_all import process_control
 from profile_all.fileio import write_atomic
 from profile_all.runner import child_processes, prestarted
 from profile_all.runner.inside.pass_run import Outcome, PassRun, Terminated, stopped
@@ -159,7 +160,7 @@ def main(argv: list[str]) -> int:
         _real_os_exit(code)
 
     os._exit = exit_now
-    child_processes.adopt_orphans()  # a child in a session of its own comes to us, not to init
+    process_control.adopt_orphans()  # a child in a session of its own comes to us, not to init
     _watch_for_stuck_stop(pass_run, result_path)
     if spec.parent_pid:
         _watch_parent(spec.parent_pid)
