@@ -164,10 +164,6 @@ SECTIONS = (
 Shown = tuple[Section, pd.DataFrame, int]
 
 
-#: the anchors of the sections made where the findings are made
-WITH_FINDINGS = tuple(section.anchor for section in SECTIONS if section.with_findings)
-
-
 def _view(report: Report) -> Callable[[Section], str]:
     """The name a section's table is kept under: made once for the files and the terminal,
     unless the record or the folder changed."""
@@ -175,22 +171,22 @@ def _view(report: Report) -> Callable[[Section], str]:
     return lambda section: f"section:{section.anchor}:{state}"
 
 
-def make(report: Report, anchors: tuple[str, ...]) -> None:
-    """The whole tables of the sections `anchors` made (kept in the report's views)."""
+def make(report: Report, with_findings: bool) -> None:
+    """The whole tables of the sections made with the findings (or of the others), kept in
+    the report's views."""
     view = _view(report)
     for section in SECTIONS:
-        if section.anchor in anchors:
+        if section.with_findings == with_findings:
             report.once(view(section), lambda section=section: section.table(report))
 
 
-def shown(report: Report, top: int | None, terminal: bool = False,
-          leaving_out: tuple[str, ...] = ()) -> list[Shown]:
+def shown(report: Report, top: int | None, terminal: bool = False) -> list[Shown]:
     """(section, its table cut to `top` rows where long, how many rows were left out) for
-    every section the report has rows for (but those whose anchor is in `leaving_out`)."""
+    every section the report has rows for."""
     out = []
     view = _view(report)
     for section in SECTIONS:
-        if (terminal and not section.in_terminal) or section.anchor in leaving_out:
+        if terminal and not section.in_terminal:
             continue
         table = report.once(view(section), lambda section=section: section.table(report))
         if table.empty:

@@ -53,8 +53,7 @@ def save(report: Report, run_dir: Path,
         report.meta.run_id = uuid.uuid4().hex
     report.adopt(forked.beside(
         lambda: _findings_and_theirs(report),
-        lambda: (_write_rows(report, run_dir),
-                 sections.shown(report, None, leaving_out=sections.WITH_FINDINGS))))
+        lambda: (_write_rows(report, run_dir), sections.make(report, with_findings=False))))
     whole = sections.shown(report, None)
     if meanwhile is None:
         _write_pages(report, run_dir, whole)
@@ -65,7 +64,7 @@ def save(report: Report, run_dir: Path,
 def _findings_and_theirs(report: Report) -> dict[str, pd.DataFrame]:
     """(In the child.) Every view made for the findings and the sections made of them."""
     report.findings()
-    sections.make(report, sections.WITH_FINDINGS)
+    sections.make(report, with_findings=True)
     return report.made()
 
 
