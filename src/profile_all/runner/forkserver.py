@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profile_all import process_control
+from profile_all import process_control, std_streams
 from profile_all.runner.server_messages import MESSAGE_BYTES, send
 
 #: the server's first argument when the rest of its modules come in a message
@@ -177,6 +177,7 @@ def _fork_grouped(child: Callable[[int], None]) -> int:
 
 
 def main(argv: list[str]) -> None:
+    std_streams.open_closed_ones()  # started by a program that called the API with some closed
     channel = socket.socket(fileno=int(argv[1]))
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # profile-all left
         serve(channel, argv[2:])
