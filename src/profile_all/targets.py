@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import stat
 import sys
 import tokenize
 from dataclasses import dataclass, field
@@ -12,6 +13,12 @@ from typing import Any
 
 from profile_all import validate
 from profile_all.errors import UsageError, one_line
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((said for test, said in kinds if test(mode)), "not a file")
 
 
 @dataclass
@@ -35,10 +42,16 @@ class ScriptTarget:
     def validate(self) -> None:
         """Fail early, before any pass runs, on a script that python itself would refuse."""
         path = Path(self.path)
-        if not path.exists():
-            raise UsageError(f"script not found: {self.path}")
-        if path.is_dir():
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            raise UsageError(f"script not found: {self.path}") from None
+        if stat.S_ISDIR(mode):
             raise UsageError(f"{self.path} is a directory, not a Python script")
+        if not stat.S_ISREG(mode):  # a FIFO or a device: reading it waited for ever
+            raise UsageError(f"{self.path} is not a regular file ({_kind(mode)}): profile-all "
+                             "runs the script once a pass, so it must be a file it can read "
+                             "again; save it to a file first")
         try:
             with tokenize.open(path) as source_file:  # honours PEP 263 encoding lines
                 source = source_file.read()
