@@ -49,11 +49,17 @@ class Outcome:
 
 
 def _exit_status(error: SystemExit) -> tuple[int, str]:
-    """What python does with sys.exit(code): None -> 0, int -> int, else print it and 1."""
+    """What python does with sys.exit(code): None -> 0, an int -> the exit status the OS
+    keeps of it (its low 8 bits: sys.exit(256) is 0, sys.exit(-1) is 255), else print it
+    and 1."""
     if error.code is None:
         return 0, ""
     if isinstance(error.code, int):
-        return error.code, f"sys.exit({error.code})" if error.code else ""
+        status = error.code & 0xFF
+        if not status:
+            return 0, ""
+        kept = "" if status == error.code else f", exit status {status} (the OS keeps 8 bits)"
+        return status, f"sys.exit({error.code}){kept}"
     print(error.code, file=sys.stderr)
     return 1, f"sys.exit({error.code!r})"
 
