@@ -25,6 +25,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from profile_all.region_log import FLUSH_SECONDS, NAMES, RegionLog, native
+from profile_all.safe_text import utf8
 from profile_all.validate import ArgumentTypeError, ArgumentValueError
 
 
@@ -255,7 +256,8 @@ def region(name: str | Callable | None = None) -> Any:
                         f"({type(name).__name__})")
     if name == "":
         raise ArgumentValueError("a region's name is text, like region('forward'); got ''")
-    marker = _cache[name] = Region(name) if name is not None else _Unnamed(None)
+    # text from the target: a name with a lone surrogate is kept as its escape, readable
+    marker = _cache[name] = Region(utf8(name)) if name is not None else _Unnamed(None)
     return marker
 
 

@@ -116,7 +116,9 @@ def drop_impossible(path: str | Path, profile: Mprofile) -> list[str]:
 def write(path: str | Path, command: str, samples: Iterable[str],
           functions: Iterable[tuple[str, float, float, float, float, int]]) -> None:
     """`samples` are MEM and CHLD lines as the sampler wrote them; functions as in Mprofile."""
-    with open(path, "w", encoding="utf-8") as out:
+    # mprof reads the file as text: a command or name whose bytes are not UTF-8 is shown
+    # as its escapes (safe_text.utf8)
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as out:
         out.write(f"CMDLINE {' '.join(command.splitlines())}\n")  # one line, whatever argv held
         out.writelines(samples)
         for name, start, end, mem_start, mem_end, level in functions:

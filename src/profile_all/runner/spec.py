@@ -5,6 +5,7 @@ gives back (JSON from a worker, or made from a dead worker's journals)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import orjson
 
 from profile_all import backends
 from profile_all.backends.base import PassContext
+from profile_all.safe_text import utf8_all
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +44,20 @@ class PassSpec:
     world_size: int = 1
 
     def to_json(self) -> bytes:
-        return orjson.dumps(dataclasses.asdict(self))
+        """JSON; a path or argument whose bytes are not UTF-8 (Python holds them as lone
+        surrogates, which orjson refuses) is written with Python's escapes, exactly."""
+        said = dataclasses.asdict(self)
+        try:
+            return orjson.dumps(said)
+        except TypeError:
+            return json.dumps(said).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> PassSpec:
-        return cls(**orjson.loads(data))
+        try:
+            return cls(**orjson.loads(data))
+        except orjson.JSONDecodeError:  # Python's escapes of lone surrogates
+            return cls(**json.loads(data))
 
     def for_rank(self, rank: int, world_size: int) -> PassSpec:
         return dataclasses.replace(self, rank=rank, world_size=world_size)
@@ -103,7 +114,13 @@ class PassResult:
     later: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> bytes:
-        return orjson.dumps(dataclasses.asdict(self), option=orjson.OPT_SERIALIZE_NUMPY)
+        """JSON; a name that is not UTF-8 text (a function of a script whose path is bytes)
+        is written as `safe_text.utf8` shows it: names are for reading."""
+        said = dataclasses.asdict(self)
+        try:
+            return orjson.dumps(said, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:
+            return orjson.dumps(utf8_all(said), option=orjson.OPT_SERIALIZE_NUMPY)
 
     @classmethod
     def from_json(cls, data: bytes) -> PassResult:
@@ -127,6 +144,16 @@ def not_started(spec: PassSpec, signum: int) -> PassResult:
                       [], [], world_size=spec.world_size)
 
 
+def not_started_for(spec: PassSpec, error: OSError) -> PassResult:
+    """The result of a pass whose process could not be started (its spec could not be
+    written: the run folder's disk is full): nothing measured, exit code 74 (EX_IOERR)."""
+    return PassResult(spec.number, spec.rank, spec.backends,
+                      {"status": "failed", "exit_code": 74,
+                       "error": f"profile-all could not start it: {error.strerror or error}",
+                       "target_wall_time": None, "started": False},
+                      [], [], world_size=spec.world_size)
+
+
 def _out_of_memory(max_rss: int) -> str:
     import psutil
 
@@ -138,7 +165,8 @@ def _out_of_memory(max_rss: int) -> str:
     return said
 
 
-def recovered(spec: PassSpec, return_code: int, max_rss: int | None = None) -> PassResult:
+def recovered(spec: PassSpec, return_code: int, max_rss: int | None = None,
+              how: str = "") -> PassResult:
     """The result of a worker (rank `spec.rank`) that died without writing one: what its
     backends journaled, and how the process ended (`max_rss`: its peak memory, which says
     whether the SIGKILL was likely the kernel's out-of-memory killer)."""
@@ -154,7 +182,8 @@ def recovered(spec: PassSpec, return_code: int, max_rss: int | None = None) -> P
         if max_rss and return_code == -signal.SIGKILL:
             error += _out_of_memory(max_rss)
     else:
-        code, error = return_code, f"the worker exited with {return_code} without a result"
+        code, error = return_code, how or \
+            f"the worker exited with {return_code} without a result"
     return PassResult(spec.number, spec.rank, spec.backends,
                       {"status": "killed", "exit_code": code, "error": error,
                        "target_wall_time": None},
