@@ -3,6 +3,7 @@ is refused at once in one line, and no finished report is ever deleted or left u
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -59,3 +60,88 @@ def test_the_lock_is_taken_once(tmp_path):
     with pytest.raises(UsageError, match="another profile-all is writing"):
         RunDirectory.create(tmp_path / "r", "x")
     holder.commit()
+
+
+WAITS = """import sys, time
+from pathlib import Path
+print("ready", flush=True)
+while not Path(sys.argv[1]).exists():
+    time.sleep(0.05)
+"""
+
+
+def _free_pid() -> int:
+    """A pid that no process of this (the host's) namespace has."""
+    import psutil
+
+    taken = set(psutil.pids())
+    return next(pid for pid in range(max(taken) + 1000, 2**22) if pid not in taken)
+
+
+def test_a_run_in_another_pid_namespace_keeps_its_work_folder(tmp_path):
+    """Two runs into one folder from two PID namespaces (containers, or hosts, on one
+    volume): the run here saw the other's `.NAME.partial-PID`, found no such PID, and
+    removed its work folder as it ran (it died with a traceback, its result lost). A work
+    folder is removed only by whoever takes its lock."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        pytest.skip("needs root and unshare to start a run in a PID namespace of its own")
+    script, go_on = tmp_path / "waits.py", tmp_path / "go-on"
+    script.write_text(WAITS)
+    pid = _free_pid()
+    other = subprocess.Popen(
+        [unshare, "--pid", "--fork", "--mount-proc", "/bin/sh", "-c",
+         'echo $(($1 - 1)) > /proc/sys/kernel/ns_last_pid && "$2" -m profile_all run "$3" '
+         '-b wallclock -q -o "$4" -- "$5"', "sh", str(pid), sys.executable, str(script),
+         str(tmp_path / "theirs"), str(go_on)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "ready"
+        work = tmp_path / f".theirs.partial-{pid}"
+        assert work.is_dir() and not psutil_has(pid)  # its PID means nothing here
+        ours = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-q",
+                           "-o", tmp_path / "ours")
+        assert ours.returncode == 0, ours.stderr
+        assert work.is_dir()  # left alone: its run holds its lock
+    finally:
+        go_on.touch()
+        _out, err = other.communicate(timeout=120)
+    assert other.returncode == 0, err
+    assert "Traceback" not in err
+    assert pa.load(tmp_path / "theirs").meta.status == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go-on", "ours", "theirs", "waits.py"]
+
+
+def psutil_has(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid)
+
+
+def test_a_dead_run_s_work_folder_is_removed_once_its_lock_is_free(tmp_path):
+    """A work folder whose run died (SIGKILL: its lock file is left, unlocked) goes, named
+    with a PID that runs here or not."""
+    dead = tmp_path / f".old.partial-{os.getpid()}"  # a PID that runs: it said nothing
+    (dead / "scratch").mkdir(parents=True)
+    (tmp_path / ".old.lock").touch()
+    RunDirectory.create(tmp_path / "new", "x").discard()
+    assert not dead.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_link_planted_as_the_lock_is_refused(tmp_path):
+    """In a folder others may write, `.NAME.lock` made a link to a file of ours: it was
+    opened (and created) where the link pointed."""
+    victim = tmp_path / "victim"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / ".run.lock").symlink_to(victim)
+    with pytest.raises(UsageError) as refused:
+        RunDirectory.create(shared / "run", "x")
+    assert str(refused.value) == (
+        f"cannot write the output folder {shared / 'run'}: {shared / '.run.lock'} is a "
+        "symbolic link where a lock file goes: refused")
+    assert not victim.exists() and not (shared / "run").exists()
+    assert sorted(p.name for p in shared.iterdir()) == [".run.lock"]

@@ -29,3 +29,11 @@ def one_line(error: BaseException) -> str:
         return type(error).__name__
     ends = lines[:1] + lines[-1:] if len(lines) > 1 else lines
     return f"{type(error).__name__}: {' … '.join(ends)}"
+
+
+class SaveError(ProfileAllError):
+    """The report could not be written (a full disk, a quota, a folder made read-only):
+    one line that says where what was measured is kept, and exit code 74 (sysexits'
+    EX_IOERR), apart from a script's own codes and from bad input."""
+
+    exit_code = 74

@@ -1,16 +1,16 @@
 """The run directory: built under a hidden temporary name, renamed into place when complete,
 so a run directory either holds a whole report or does not exist.
 
-The hidden name is `.NAME.partial-PID`. A profile-all killed outright (SIGKILL) leaves its
-folder behind; the next run into the same parent folder removes such folders whose PID
-is gone, and leaves those of runs still going alone.
-
-A run holds its folder's name while it writes: an exclusive lock (flock) on `.NAME.lock`
-beside it, released when the run ends, or dies. A second run into the same folder is
-refused at once; and a finished report is never left unplaced (two runs once raced, the
-second died renaming its folder onto the first's, and the next run deleted it): when its
-name was taken meanwhile by something that held no lock, it goes to NAME-2 (or -3...)
-and says so."""
+The hidden name is `.NAME.partial-PID`. A run holds its folder's name while it writes: an
+exclusive lock on `.NAME.lock` beside it (name_lock.py), released when the run ends, or
+dies. A second run into the same folder is refused at once. A profile-all killed outright
+(SIGKILL) leaves its work folder behind: the next run into the same parent folder removes
+those whose lock it can take, and no other (a PID says nothing of a run in another PID
+namespace, a container or a host on the same volume: such a run's folder was removed as
+it ran). A finished report is never left unplaced: when its name was taken meanwhile by
+something that held no lock, it goes to NAME-2 (or -3...) and says so. A report that
+cannot be written (a full disk) leaves what was measured in NAME.unsaved, which no run
+removes, and says so in one line (`SaveError`)."""
 
 from __future__ import annotations
 
@@ -23,27 +23,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from profile_all.errors import UsageError
+from profile_all.errors import SaveError, UsageError
+from profile_all.runs import name_lock
+from profile_all.safe_text import visible
 
 DEFAULT_ROOT = Path("reports")
 PARTIAL = ".partial-"
+UNSAVED = ".unsaved"
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _remove_abandoned(parent: Path) -> None:
-    """Remove the hidden work folders of runs whose profile-all is gone."""
+def _remove_abandoned(parent: Path, own: Path) -> None:
+    """Remove the hidden work folders of runs that hold no lock: they died (`own`: this
+    run's folder, whose name's lock this run holds)."""
     for folder in parent.glob(f".*{PARTIAL}*"):
-        pid = folder.name.rpartition(PARTIAL)[2]
-        if folder.is_dir() and pid.isdigit() and not _running(int(pid)):
+        name = folder.name[1:].rpartition(PARTIAL)[0]
+        if folder.is_symlink() or not folder.is_dir() or not name:
+            continue
+        if name == own.name:  # a dead run's, into this run's name: the lock is ours
             shutil.rmtree(folder, ignore_errors=True)
+            continue
+        path = parent / f".{name}.lock"
+        with contextlib.suppress(OSError):
+            held = name_lock.take(path)
+            if held is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+                name_lock.release(path, held)
 
 
 def _default_path(label: str) -> Path:
@@ -63,17 +67,39 @@ def _taken(final: Path) -> bool:
 def _locked(final: Path) -> int:
     """A descriptor holding the exclusive lock on `final`'s name; UsageError when another
     run holds it."""
-    import fcntl
-
-    path = final.parent / f".{final.name}.lock"
-    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    path = name_lock.lock_path(final)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
+        held = name_lock.take(path)
+    except name_lock.LinkedLock as error:
+        raise UsageError(f"cannot write the output folder {final}: {path} is {error.strerror}"
+                         ": refused") from None
+    if held is None:
         raise UsageError(f"another profile-all is writing {final} now (it holds {path}): "
-                         "give this run another -o") from None
-    return descriptor
+                         "give this run another -o")
+    return held
+
+
+def _followed(out: Path) -> Path:
+    """`-o LINK`: the folder the link names (it was renamed over: a folder cannot replace
+    a link, and the report went to LINK-2, `LINK` said to be taken)."""
+    return Path(os.path.realpath(out)) if out.is_symlink() else out
+
+
+def _what_is_kept(kept: Path) -> str:
+    """What a folder whose report could not be written holds, and how to read it."""
+    held = []
+    if all((kept / name).is_file() for name in (
+            "meta.json", "report.parquet", "samples.parquet", "timeline.parquet")):
+        held.append(f"its rows and meta.json (profile-all show {kept}; with --html, once "
+                    "there is room, it writes the pages)")
+    elif any((kept / "scratch").glob("pass*.result.rank*.json")):
+        held.append("the passes' rows in scratch/ (JSON)")
+    if any(path.is_file() and path.stat().st_size for path in (kept / "artifacts").iterdir()):
+        held.append("each tool's files and the passes' logs in artifacts/")
+    if not held:
+        return (f"nothing that was measured could be written either (the passes' results "
+                f"were lost to the same fault); {kept} holds what little was")
+    return f"what was measured is kept in {kept}: {', '.join(held)}"
 
 
 def _free_name(final: Path) -> Path:
@@ -98,7 +124,7 @@ class RunDirectory:
 
     @classmethod
     def create(cls, out: Path | None, label: str) -> RunDirectory:
-        final = Path(out) if out is not None else _default_path(label)
+        final = _followed(Path(out)) if out is not None else _default_path(label)
         if _taken(final):
             raise UsageError(f"output folder {final} exists and is not empty")
         work = final.parent / f".{final.name}{PARTIAL}{os.getpid()}"
@@ -108,7 +134,7 @@ class RunDirectory:
             lock = _locked(final)
             if _taken(final):  # a run that held the lock finished into it just now
                 raise UsageError(f"output folder {final} exists and is not empty")
-            _remove_abandoned(final.parent)
+            _remove_abandoned(final.parent, final)
             work.mkdir()
             (work / "artifacts").mkdir()
             (work / "scratch").mkdir()
@@ -125,9 +151,7 @@ class RunDirectory:
     @staticmethod
     def _release(final: Path, lock: int | None) -> None:
         if lock is not None:
-            with contextlib.suppress(OSError):
-                (final.parent / f".{final.name}.lock").unlink()
-            os.close(lock)
+            name_lock.release(name_lock.lock_path(final), lock)
 
     def discard(self) -> None:
         """The work folder removed and the name released: the command was refused after
@@ -160,11 +184,33 @@ class RunDirectory:
                 raised.append(error)
 
         report.run_dir = self.final
-        save(report, self.work, kept if meanwhile else None)
+        try:
+            save(report, self.work, kept if meanwhile else None)
+        except OSError as error:
+            raise self._unsaved(error) from None
         report.run_dir = self.commit()
         if raised:
             raise raised[0]
         return report
+
+    def _unsaved(self, error: OSError) -> SaveError:
+        """The report could not be written: the work folder, with what was measured,
+        placed beside as NAME.unsaved (a hidden work folder is removed by the next run),
+        the name released, and one line that says so."""
+        kept = self.final.with_name(self.final.name + UNSAVED)
+        if kept.exists() or kept.is_symlink():
+            kept = _free_name(kept)
+        try:
+            os.rename(self.work, kept)
+        except OSError:
+            kept = self.work  # where it is: the lock is let go, so the next run removes it
+        self._release(self.final, self._lock)
+        self._lock = None
+        cause = error.strerror or str(error)
+        if error.filename:
+            cause += f", writing {Path(error.filename).name}"
+        return SaveError(f"the report could not be written to {self.final} ({cause}): "
+                         + _what_is_kept(kept))
 
     def commit(self) -> Path:
         """The folder renamed into place (NAME-2... when NAME was taken meanwhile), and its
@@ -179,8 +225,8 @@ class RunDirectory:
         except OSError:  # taken by something that held no lock: the report is kept beside
             placed = _free_name(self.final)
             os.rename(self.work, placed)
-            print(f"profile-all: {self.final} was taken while this run wrote: its report is "
-                  f"in {placed}", file=sys.stderr)
+            print(visible(f"profile-all: {self.final} was taken while this run wrote: its "
+                          f"report is in {placed}"), file=sys.stderr)
         self._release(self.final, self._lock)
         self._lock = None
         return placed
