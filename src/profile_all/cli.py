@@ -22,7 +22,8 @@ from typer.exceptions import TyperException
 
 from profile_all import backends as backend_registry
 from profile_all import cli_backend_options, cli_files
-from profile_all.errors import UsageError
+from profile_all.cli_drawing import Drawing
+from profile_all.errors import SaveError, UsageError
 from profile_all.safe_text import visible
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -47,15 +48,16 @@ def _options(version: Annotated[bool, typer.Option(
 
 
 def _one_line_errors(command: Callable) -> Callable:
-    """Bad input -> `profile-all: error: ...` on stderr and exit code 2, no traceback."""
+    """Bad input -> `profile-all: error: ...` on stderr and exit code 2, a report that
+    could not be written -> the same and 74; no traceback."""
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except UsageError as error:
+        except (UsageError, SaveError) as error:
             print(f"profile-all: error: {visible(str(error))}", file=sys.stderr)
-            raise typer.Exit(UsageError.exit_code) from None
+            raise typer.Exit(error.exit_code) from None
 
     return guarded
 
@@ -78,21 +80,12 @@ def _stdout_kept_for_json(as_json: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _drawn(quiet: bool) -> Callable[[Any], None]:
-    """What shows the report on stderr as its files are written (the API's `meanwhile`):
-    the headline and tables, one line when quiet."""
-    from profile_all.render import terminal
-
-    if quiet:
-        return lambda report: print(f"profile-all: {report.meta.status}, exit code "
-                                    f"{report.exit_code}: {report.run_dir}", file=sys.stderr)
-    return lambda report: terminal.render(report, err_console)
-
-
-def _finish(report: Any, as_json: bool) -> None:
-    """The JSON on stdout when asked; exit with the run's exit code."""
+def _finish(report: Any, drawing: Drawing, as_json: bool) -> None:
+    """The report shown once it is in its folder, the JSON on stdout when asked; exit
+    with the run's exit code."""
     from profile_all.render import output_formats
 
+    drawing.show(report)
     if as_json:
         sys.stdout.write(output_formats.findings_json(report) + "\n")
     raise typer.Exit(report.exit_code)
@@ -154,6 +147,7 @@ def run(
     import profile_all as pa
     from profile_all.runner.progress import PassProgress
 
+    drawing = Drawing(err_console, quiet)
     with _stdout_kept_for_json(as_json):
         report = pa.run(
             script, script_args or [], backends=backend, out=out, timeout=timeout,
@@ -164,8 +158,8 @@ def run(
             observer=None if quiet else PassProgress(err_console),
             pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
             max_steps=max_steps, show_output=show_output,
-            command=sys.argv, meanwhile=_drawn(quiet))
-    _finish(report, as_json)
+            command=sys.argv, meanwhile=drawing)
+    _finish(report, drawing, as_json)
 
 
 app.command()(_one_line_errors(cli_backend_options.offering(run)))
@@ -228,6 +222,7 @@ def model(
     from profile_all.model.build import parse_shape
     from profile_all.runner.progress import PassProgress
 
+    drawing = Drawing(err_console, quiet)
     with _stdout_kept_for_json(as_json):
         report = pa.profile_model(
             spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
@@ -236,8 +231,8 @@ def model(
             max_memory=max_memory, count_on=count_on, peak_flops=peak_flops, backends=backend,
             out=out,
             timeout=timeout, repeat=repeat, observer=None if quiet else PassProgress(err_console),
-            command=sys.argv, meanwhile=_drawn(quiet))
-    _finish(report, as_json)
+            command=sys.argv, meanwhile=drawing)
+    _finish(report, drawing, as_json)
 
 
 @app.command()
@@ -265,12 +260,13 @@ def attach(
     """Profile a Python process that is already running, without restarting it."""
     import profile_all as pa
 
+    drawing = Drawing(err_console, quiet)
     report = pa.attach(pid, duration=duration, out=out, rate=rate, native=native, idle=idle,
                        torch_steps=torch_steps or None, command=sys.argv,
                        progress=None if quiet else lambda line: print(
                            f"profile-all: {line}", file=sys.stderr, flush=True),
-                       meanwhile=_drawn(quiet))
-    _finish(report, as_json)
+                       meanwhile=drawing)
+    _finish(report, drawing, as_json)
 
 
 for command in (cli_files.ingest, cli_files.merge, cli_files.show, cli_files.compare,

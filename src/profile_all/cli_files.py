@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from profile_all import backends as backend_registry
+from profile_all.cli_drawing import Drawing
 from profile_all.safe_text import visible
 
 ERR_CONSOLE = Console(stderr=True)
@@ -38,13 +39,9 @@ def ingest(
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
 
-    def drawn(report: object) -> None:  # (pandas imported once the files are being parsed)
-        from profile_all.render import terminal
-
-        terminal.render(report, ERR_CONSOLE)
-
-    pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked, max_field=max_field,
-              meanwhile=drawn)
+    drawing = Drawing(ERR_CONSOLE)
+    drawing.show(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
+                           max_field=max_field, meanwhile=drawing))
 
 
 def merge(
@@ -58,10 +55,9 @@ def merge(
 ) -> None:
     """Merge the run directories of several nodes into one report, a rank column per row."""
     import profile_all as pa
-    from profile_all.render import terminal
 
-    pa.merge(run_dirs, out, force=force, command=sys.argv,
-             meanwhile=lambda report: terminal.render(report, ERR_CONSOLE))
+    drawing = Drawing(ERR_CONSOLE)
+    drawing.show(pa.merge(run_dirs, out, force=force, command=sys.argv, meanwhile=drawing))
 
 
 def list_backends() -> None:

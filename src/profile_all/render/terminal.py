@@ -91,14 +91,25 @@ def _indented(console: Console, text: str, style: str = "") -> None:
 
 
 def render(report: Report, console: Console, top: int = TOP) -> None:
+    """The report (`render_body`), then where it is (`render_where`)."""
+    render_body(report, console, top)
+    render_where(report, console)
+
+
+def render_body(report: Report, console: Console, top: int = TOP) -> None:
     """The headline, every section (long tables cut to `top` rows, with a count of the
-    rest), then the problems, the run directory and how to open its native files."""
+    rest), then the problems."""
     headline(report, console)
     for section, table, left_out in sections.shown(report, top, terminal=True):
         console.print(rich_table(section.title, table, left_out, width=console.width))
     for line in problems(report):
         console.print(Text(visible(line), style="yellow"))
-    if report.run_dir:
-        console.print(Text(visible(f"Report: {report.run_dir}")))
+
+
+def render_where(report: Report, console: Console) -> None:
+    """How to open the run's native files, then the run directory, last: it is the
+    folder where the report was placed (NAME-2 when NAME was taken as it was written)."""
     for backend, path, command in tables.open_commands(report):
         console.print(Text(visible(f"  {backend}: {path}  (open with: {command})")))
+    if report.run_dir:
+        console.print(Text(visible(f"Report: {report.run_dir}")))

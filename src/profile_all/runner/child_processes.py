@@ -94,25 +94,45 @@ class StopRequests:
 
 class Tee(threading.Thread):
     """Copies a child's pipe to a log file and, with `echo`, to our own stream, as it
-    comes."""
+    comes. A log that cannot be written (a full disk) is given up, said in `lost`, and
+    the pipe still drained and echoed: a child that writes to a full pipe would wait."""
 
     def __init__(self, pipe: BinaryIO, stream_name: str, log_path: Path,
                  echo: bool = True) -> None:
         super().__init__(daemon=True)
         self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
         self.echo = echo
+        self.lost = ""  # why the log stops short, where it does
 
     def run(self) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        with open(self.log_path, "wb") as log:
-            while chunk := os.read(self.pipe.fileno(), 65536):
-                log.write(chunk)
-                log.flush()
-                if not self.echo:
-                    continue
+        log = self._opened()
+        while chunk := os.read(self.pipe.fileno(), 65536):
+            if log is not None:
+                try:
+                    log.write(chunk)
+                    log.flush()
+                except OSError as error:
+                    log = self._given_up(log, error)
+            if self.echo:
                 stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
                 stream.write(decoder.decode(chunk))
                 stream.flush()
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.close()
+
+    def _opened(self) -> BinaryIO | None:
+        try:
+            return open(self.log_path, "wb")
+        except OSError as error:
+            self.lost = f"{self.log_path.name} could not be written: {error.strerror or error}"
+            return None
+
+    def _given_up(self, log: BinaryIO, error: OSError) -> None:
+        self.lost = f"{self.log_path.name} stops short: {error.strerror or error}"
+        with contextlib.suppress(OSError):
+            log.close()
 
 
 def signal_group(process: subprocess.Popen, signum: int) -> None:

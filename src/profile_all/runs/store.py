@@ -75,6 +75,9 @@ def _write_rows(report: Report, run_dir: Path) -> None:
         report.samples.to_parquet(tmp, index=False)
     with atomic_path(run_dir / "timeline.parquet") as tmp:
         report.timeline.to_parquet(tmp, index=False)
+    # with the rows, before the CSV and the pages: a disk that fills at report.html (its
+    # charts: megabytes) leaves a folder that `load` reads (kept as NAME.unsaved)
+    write_atomic(run_dir / "meta.json", json.dumps(report.meta.to_json(), indent=2, default=str))
     with atomic_path(run_dir / "report.csv") as tmp:  # arrow's writer: 5x pandas'
         pyarrow.csv.write_csv(
             pyarrow.Table.from_pandas(output_formats.visible_text(report.frame),
@@ -88,7 +91,6 @@ def _write_pages(report: Report, run_dir: Path, whole: list[sections.Shown]) -> 
     write_atomic(run_dir / "summary.md", markdown.render(report, shown=sections.cut(
         whole, markdown.TOP)))
     write_atomic(run_dir / "report.html", html.render(report, shown=whole))
-    write_atomic(run_dir / "meta.json", json.dumps(report.meta.to_json(), indent=2, default=str))
 
 
 def write_html(report: Report) -> Path:
