@@ -55,3 +55,48 @@ def test_each_forked_pass_draws_fresh_random_seeds(tmp_path):
     assert len(draws) == 3
     for generator in zip(*draws, strict=True):  # each generator, one draw a pass
         assert len(set(generator)) == 3, draws
+
+
+WAITS = """import sys, time
+from pathlib import Path
+import profile_all as pa
+print("ready", flush=True)
+for step in range(5):
+    while not Path(sys.argv[1]).exists():
+        time.sleep(0.05)
+    pa.step()
+"""
+
+
+def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
+    """The kernel's out-of-memory killer picks the biggest process: the fork server, which
+    holds torch. It was exit 1, nothing said, no report, the earlier passes lost. The pass
+    it forked goes on without it, the next run in fresh interpreters, and the run says so."""
+    import os
+    import signal
+
+    import psutil
+
+    from conftest import Running
+
+    script, go_on = tmp_path / "waits.py", tmp_path / "go-on"
+    script.write_text(WAITS)
+    with Running("run", script, "-b", "wallclock", "-b", "cprofile", "-b", "memory", "-o",
+                 tmp_path / "run", "--show-output", "all", "--", go_on) as running:
+        running.wait_for("ready")
+        servers = [child for child in psutil.Process(running.process.pid).children()
+                   if "profile_all.runner.forkserver" in " ".join(child.cmdline())]
+        assert len(servers) == 1
+        worker = servers[0].children()
+        os.kill(servers[0].pid, signal.SIGKILL)  # (a zombie until profile-all looks)
+        go_on.touch()
+        assert running.finish() == 0, running.stderr
+    assert worker and not any(one.is_running() for one in worker)
+    report = pa.load(tmp_path / "run")
+    assert report.meta.status == "complete"
+    assert [(p.status, p.steps) for p in report.meta.passes] == [("ok", 5)] * 3
+    assert report.meta.doubts[0] == (
+        "the fork server was killed by SIGKILL as pass 1 ran: the kernel's out-of-memory "
+        "killer picks the biggest process (dmesg says); the passes after it ran in fresh "
+        "interpreters, each importing torch")
+    assert set(report.frame["backend"]) >= {"wallclock", "cprofile", "memory"}

@@ -22,6 +22,7 @@ from profile_all.runner import (
     outcome,
     pass_process,
     server_handle,
+    spec,
 )
 from profile_all.runner.inside.pass_run import PassRun
 from profile_all.runner.launch import Launch
@@ -132,7 +133,10 @@ def _check_target(setup: Setup, server: server_handle.ForkServer | None) -> None
         setup.target.validate()
         return
     with tempfile.TemporaryDirectory(prefix="profile-all-check-") as scratch:
-        server.check(setup.target.to_spec(), Path(scratch), dict(os.environ))
+        try:
+            server.check(setup.target.to_spec(), Path(scratch), dict(os.environ))
+        except server_handle.ServerLost:  # the passes say so; the check is made here
+            setup.target.validate()
 
 
 def _window(setup: Setup, run_pass: Pass, timed_steps: int | None) -> int | None:
@@ -185,6 +189,27 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
         step_source=timed[0].step_source if timed else "")
 
 
+#: what a run does once its fork server is gone, said in the run's doubts
+_LOST_SERVER = (": the kernel's out-of-memory killer picks the biggest process (dmesg says); "
+                "the passes after it ran in fresh interpreters, each importing torch")
+
+
+def _in_process_of_its_own(setup: Setup, pass_spec: PassSpec, run_dir: RunDirectory,
+                           stops: child_processes.StopRequests,
+                           starter: server_handle.ForkServer | PrestartedWorker | None,
+                           ran: Ran) -> pass_process.Ended:
+    """The pass in a process of its own, forked from `starter` or a fresh interpreter;
+    a pass that cannot start (the run folder's disk is full) has measured nothing."""
+    try:
+        return pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
+                                starter, echo=setup.show_output == "all"
+                                or (setup.show_output == "first" and not ran.summaries))
+    except server_handle.ServerLost:
+        raise
+    except OSError as error:
+        return pass_process.Ended("exited", [spec.not_started_for(pass_spec, error)], [])
+
+
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
                 stops: child_processes.StopRequests, server: server_handle.ForkServer | None,
                 early: PrestartedWorker | None) -> Ran:
@@ -200,13 +225,19 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             starter = server
             if _fresh(setup, run_pass):
                 starter, early = early, None  # started early for the first fresh pass only
-            ended = pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
-                                     starter,
-                                     echo=setup.show_output == "all"
-                                     or (setup.show_output == "first" and not ran.summaries))
+            try:
+                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, starter, ran)
+            except server_handle.ServerLost as lost:
+                ran.notes.append(f"{lost} (pass {run_pass.index}){_LOST_SERVER}")
+                server = None
+                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran)
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])
+        if server is not None and server.gone():  # as the pass ran: it went on without it
+            ran.notes.append(f"the fork server was {server.gone()} as pass {run_pass.index} "
+                             f"ran{_LOST_SERVER}")
+            server = None
         ended.results = pass_process.collected_after(pass_spec, ended.results)
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
                                        perf_counter() - started, setup.launch.distributed)

@@ -134,3 +134,5 @@ class Ran:
     summaries: list[PassRecord] = field(default_factory=list)
     step_times: dict[int, list[float]] = field(default_factory=dict)
     status: str = "complete"
+    #: what happened to the run itself, said in its doubts (its fork server was killed)
+    notes: list[str] = field(default_factory=list)

@@ -103,21 +103,31 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
     left = child_processes.end_leftovers(pass_process)  # they may hold the pipes open
     for tee in tees:
         tee.join(timeout=5)
-    max_rss = pass_process.max_rss if isinstance(pass_process, server_handle.ForkedPass) else None
-    results = _results(pass_spec, run_dir, launch, pass_process.returncode, max_rss)
+    results = _results(pass_spec, run_dir, launch, pass_process)
+    for tee in tees:
+        if tee.lost:  # a full disk: the log stops short, what the pass measured does not
+            results[0].backend_failures.append(
+                {"backend": "profile-all", "phase": "note", "error": tee.lost})
     return Ended(how, _with_wrappers(pass_spec, results), left)
 
 
 def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
-             return_code: int, max_rss: int | None) -> list[PassResult]:
+             pass_process: Any) -> list[PassResult]:
+    """Each rank's result; a rank that wrote none gets what its backends journaled, and
+    how its process ended."""
     found = {}
     for path in run_dir.scratch.glob(f"pass{pass_spec.number}.result.rank*.json"):
         result = PassResult.from_json(path.read_bytes())
         found[result.rank] = result
     expected = _expected_ranks(launch, found)
+    forked = isinstance(pass_process, server_handle.ForkedPass)
+    code, how = pass_process.returncode, ""
+    if forked and pass_process.server_lost:  # its status was the server's to say
+        code, how = 1, ("its fork server was killed as it ran; it went on, and ended "
+                        "without a result")
     for rank in sorted(expected - set(found)):
-        found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), return_code,
-                                     max_rss)
+        found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), code,
+                                     pass_process.max_rss if forked else None, how)
     return [found[rank] for rank in sorted(found)]
 
 

@@ -66,7 +66,7 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         passes_not_run=[p.index for p in passes[len(ran.summaries):]],
         skipped_backends=setup.selection.skipped,
         backend_facts=backends.facts_of(cls.name for cls in setup.selection.runnable),
-        doubts=run_checks.doubts(ran.summaries, results, ran.step_times,
+        doubts=ran.notes + run_checks.doubts(ran.summaries, results, ran.step_times,
                                  [cls.name for cls in setup.selection.runnable
                                   if not cls.sees_children], not setup.is_model),
         preimported=setup.preimport,

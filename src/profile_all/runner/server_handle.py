@@ -14,10 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from profile_all.backends.apart_process import Apart
 from profile_all.errors import UsageError
 from profile_all.runner import server_start
 from profile_all.runner.forkserver import MORE_LATER
 from profile_all.runner.server_messages import Lines, send
+
+
+class ServerLost(OSError):
+    """The fork server ended while the run still needed it (killed: the kernel's
+    out-of-memory killer picks the biggest process, and the server holds torch)."""
 
 
 def fork_available() -> bool:
@@ -53,7 +59,10 @@ class ForkServer:
 
     def wait_ready(self) -> None:
         if not self._ready:
-            server_start.wait_ready(self.lines.read, self.process)
+            try:
+                server_start.wait_ready(self.lines.read, self.process)
+            except OSError:
+                raise ServerLost(f"the fork server was {self._ended()} as it imported") from None
             self._ready = True
 
     def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
@@ -72,7 +81,8 @@ class ForkServer:
                 os.close(stdin)
         message = self.lines.read()
         if message is None or "pid" not in message:
-            raise OSError("the fork server stopped before checking the target")
+            raise ServerLost(f"the fork server was {self._ended()} before it checked the "
+                             "target")
         code = ForkedPass(message["pid"], self.lines, None, None).wait()
         try:
             said = json.loads(result.read_text())
@@ -103,9 +113,23 @@ class ForkServer:
                 os.close(stdin)
         message = self.lines.read()
         if message is None or "pid" not in message:
-            raise OSError("the fork server stopped before forking a pass")
+            raise ServerLost(f"the fork server was {self._ended()} before it forked a pass")
         return ForkedPass(message["pid"], self.lines, os.fdopen(out_read, "rb"),
                           os.fdopen(err_read, "rb"))
+
+    def gone(self) -> str:
+        """How the server ended, where it did while the run still needs it ("" while it
+        runs): profile-all then starts its passes in fresh interpreters."""
+        code = self.process.poll()
+        if code is None:
+            return ""
+        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+
+    def _ended(self) -> str:
+        """How the server ended, once its socket closed (it has ended, or will at once)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+        return self.gone() or "closed"
 
     def close(self) -> None:
         """End the server. Every pass it forked has ended by now, and it holds nothing that
@@ -127,23 +151,43 @@ def _stdin() -> int:
 
 class ForkedPass:
     """A forked worker seen as a `subprocess.Popen`: pid, stdout, stderr, wait, returncode.
-    It is the server's child, not ours: its end comes as a message from the server."""
+    It is the server's child, not ours: its end comes as a message from the server. Where
+    the server is killed as it runs (the kernel's out-of-memory killer picks the biggest
+    process) the worker goes on, orphaned, followed through a pidfd: `server_lost`, and
+    its exit status is nobody's to tell (returncode 0; its result file says how it
+    ended)."""
 
     def __init__(self, pid: int, lines: Lines, stdout: BinaryIO, stderr: BinaryIO) -> None:
         self.pid, self.stdout, self.stderr, self._lines = pid, stdout, stderr, lines
         self.returncode: int | None = None
         self.max_rss: int | None = None  # its peak RSS in bytes, once it ended
+        self.server_lost = False
+        self._followed = _followed(pid)
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
+        if self.returncode is None and not self.server_lost:
             try:
                 message = self._lines.read(timeout)
             except TimeoutError:
                 raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout) from None
-            # no message: the server died, and took its worker along
-            self.returncode = message["returncode"] if message else -signal.SIGKILL
-            self.max_rss = message.get("max_rss") if message else None
+            if message:
+                self.returncode, self.max_rss = message["returncode"], message.get("max_rss")
+            else:  # the server is gone: the worker is not
+                self.server_lost = True
+        if self.returncode is None:
+            if self._followed is not None:
+                self._followed.wait(timeout)  # subprocess.TimeoutExpired as Popen's
+            self.returncode = 0
         return self.returncode
 
     def poll(self) -> int | None:
         return self.returncode
+
+
+def _followed(pid: int) -> Apart | None:
+    """The worker, followed through a pidfd from its start, in case the server goes;
+    None where there is no pidfd (not Linux) or it ended already."""
+    try:
+        return Apart(pid, os.pidfd_open(pid), [f"pass worker {pid}"])
+    except (AttributeError, OSError):
+        return None

@@ -181,6 +181,9 @@ def recovered(spec: PassSpec, return_code: int, max_rss: int | None = None,
         code, error = 128 - return_code, f"killed by {signal.Signals(-return_code).name}"
         if max_rss and return_code == -signal.SIGKILL:
             error += _out_of_memory(max_rss)
+    elif return_code == 74:  # worker.RESULT_UNWRITTEN
+        code, error = return_code, ("the worker could not write its result (the run "
+                                    "folder's disk is full, or not writable)")
     else:
         code, error = return_code, how or \
             f"the worker exited with {return_code} without a result"

@@ -35,7 +35,7 @@ from typing import Any
 
 import psutil
 
-from profile_all import process_control
+from profile_all import process_control, std_streams
 from profile_all.fileio import write_atomic
 from profile_all.runner import child_processes, prestarted
 from profile_all.runner.inside.pass_run import Outcome, PassRun, Terminated, stopped
@@ -58,13 +58,16 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _watch_parent(profile_all_pid: int) -> None:
-    """Stop this pass (SIGTERM to its process group) once profile-all is gone: the worker's
-    own parent changed (it was reparented), or profile-all's pid is dead or a zombie."""
+def _watch_parent(profile_all_pid: int, distributed: bool) -> None:
+    """Stop this pass (SIGTERM to its process group) once profile-all is gone: its pid is
+    dead or a zombie, or the worker's own parent changed (it was reparented) where that
+    parent is profile-all or torchrun. A worker forked from the fork server goes on when
+    the server is killed (profile-all starts the next passes without it)."""
     parent = os.getppid()
+    parent_counts = distributed or parent == profile_all_pid
 
     def watch() -> None:
-        while os.getppid() == parent and not _gone(profile_all_pid):
+        while (not parent_counts or os.getppid() == parent) and not _gone(profile_all_pid):
             time.sleep(PARENT_POLL_SECONDS)
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGTERM)
@@ -80,8 +83,19 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
+#: the worker's exit status when its result cannot be written (sysexits' EX_IOERR)
+RESULT_UNWRITTEN = 74
+
+
 def _write_result(path: Path, result: PassResult) -> None:
-    write_atomic(path, result.to_json())
+    """The result written whole; where it cannot be (a full disk), one line and exit
+    RESULT_UNWRITTEN, which profile-all says."""
+    try:
+        write_atomic(path, result.to_json())
+    except OSError as error:
+        print(f"profile-all: the pass's result could not be written to {path}: "
+              f"{error.strerror or error}", file=sys.stderr, flush=True)
+        _real_os_exit(RESULT_UNWRITTEN)
 
 
 def _forget_wakeup_fd() -> None:
@@ -140,6 +154,7 @@ def main(argv: list[str]) -> int:
             return 0
         argv = [argv[0], spec_path]
     _WORKER_PID = os.getpid()
+    std_streams.open_closed_ones()  # the target's open() must not take 0, 1 or 2
     spec = PassSpec.from_json(Path(argv[1]).read_bytes())
     if spec.distributed:  # one of several ranks, started by torchrun
         spec = spec.for_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
@@ -163,7 +178,7 @@ def main(argv: list[str]) -> int:
     process_control.adopt_orphans()  # a child in a session of its own comes to us, not to init
     _watch_for_stuck_stop(pass_run, result_path)
     if spec.parent_pid:
-        _watch_parent(spec.parent_pid)
+        _watch_parent(spec.parent_pid, spec.distributed)
     try:
         _raise_stops(held)
         pass_run.start()
