@@ -206,7 +206,7 @@ def test_a_stopped_process_and_a_second_attach_are_refused(tmp_path):
     assert f"process {loop.pid} is stopped (Ctrl-Z, SIGSTOP" in stopped.stderr
     assert f"kill -CONT {loop.pid}" in stopped.stderr
     assert second.returncode == 2, second.stderr
-    assert f"another profile-all attach is sampling process {loop.pid}" in second.stderr
+    assert f"another profile-all attach is attached to process {loop.pid}" in second.stderr
     assert first.returncode == 0, first_err
     assert not (tmp_path / "a").exists() and not (tmp_path / "second").exists()
 

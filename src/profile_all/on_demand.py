@@ -3,18 +3,26 @@
 `profile-all attach PID` samples a running process from outside (py-spy, its memory from
 the OS); what it cannot see from there is the operators and kernels torch runs. A process
 that listens (its first `pa.step()` makes it listen, and so does `pa.listen()`;
-PROFILE_ALL_LISTEN=0 in its environment turns both off) takes a
-request: attach writes it (`<pid>.request.json` in the user's listen folder: how many
-steps) and sends SIGUSR2; the process starts torch.profiler at once, marks each step
-(`pa.step()`, else each `optimizer.step()`) and after N of them writes the trace
-(`<pid>.trace.json` there) and `<pid>.done.json`. A second SIGUSR2 while a window is open
-ends it early.
+PROFILE_ALL_LISTEN=0 in its environment turns both off) takes a request: attach writes it
+(`<pid>.request.json` in the process's listen folder: an id, how many steps, how many
+seconds at most, and the asking process) and sends SIGUSR2. The process starts
+torch.profiler at once, marks each step (`pa.step()`, else each `optimizer.step()`),
+and ends the window itself: after N steps, at its deadline, or once the asking process
+is gone (an attach killed outright left torch.profiler on for ever, its events growing
+to the out-of-memory killer). Then it writes the trace (`<pid>.<id>.trace.json`) and
+its answer (`<pid>.<id>.done.json`), unless nobody is left to read them.
+
+One window at a time: a request while one is open is answered that the process is busy,
+and only the window's own asker may end it early (`end`). A process that runs its own
+torch.profiler session is not given a window (torch runs one a process: opening ours
+ended theirs, 0 events); one that opens its own while ours is open ends ours first, so
+that its session is whole.
 
 Listening costs nothing until asked: a signal handler and a file that says the process
 listens (with the process's start time, so that a pid used again is not taken for it).
 It never replaces a SIGUSR2 handler the process has, and it never runs inside a
 profile-all pass (the pass's own backends profile the target there). Whatever goes wrong
-in a window is written to the done file, never raised into the process.
+in a window is written to the answer, never raised into the process.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import stat
 import sys
@@ -30,24 +39,26 @@ import threading
 from pathlib import Path
 from typing import Any
 
-SIGNAL = signal.SIGUSR2
+from profile_all.on_demand_window import SIGNAL, Window, start_time
+
 ENVIRONMENT = "PROFILE_ALL_LISTEN"
-_window: _Window | None = None
+_ID = re.compile(r"[0-9a-f]{16,64}")
+_REQUEST_BYTES = 4096
+_window: Window | None = None
 _listening = False
 _marks_steps = False  # the process calls pa.step(): its steps are those
 _asked_to_listen = False  # by its first pa.step(), once
 
 
+def folder_name(uid: int) -> str:
+    return f"profile-all-listen-{uid}"
+
+
 def folder(uid: int | None = None) -> Path:
-    """Where the listening processes of user `uid` (ours) say so, and their requests,
-    answers and traces are written: a folder only that user may enter."""
+    """Where this process, listening, says so, and takes its requests (its user's folder
+    in its temporary directory, which only that user may enter)."""
     owner = os.getuid() if uid is None else uid
-    return Path(tempfile.gettempdir()) / f"profile-all-listen-{owner}"
-
-
-def trace_path(pid: int, uid: int | None = None) -> Path:
-    """Where process `pid` writes the trace of its window (never a path a request names)."""
-    return folder(uid) / f"{pid}.trace.json"
+    return Path(tempfile.gettempdir()) / folder_name(owner)
 
 
 def own_folder() -> Path | None:
@@ -62,16 +73,6 @@ def own_folder() -> Path | None:
     alone = stat.S_ISDIR(said.st_mode) and said.st_uid == os.getuid() and not (
         said.st_mode & 0o077)
     return where if alone else None
-
-
-def start_time(pid: int) -> str:
-    """The process's start, as the kernel counts it (Linux: /proc/PID/stat's 22nd field);
-    "" where it cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rpartition(")")[2].split()[19]
 
 
 def listen(marks_steps: bool = False) -> bool:
@@ -131,71 +132,87 @@ def _forget_the_dead(where: Path) -> None:
 
 
 def _unlisten() -> None:
-    with contextlib.suppress(OSError):
-        (folder() / f"{os.getpid()}.json").unlink()
+    """(At exit.) This process's marker gone, and a request it did not take; a window's
+    answer and trace stay for the attach that reads them (and removes them) as this
+    process ends, and the next process that listens removes what is left."""
+    where, pid = folder(), os.getpid()
+    for mine in (f"{pid}.json", f"{pid}.request.json"):
+        with contextlib.suppress(OSError):
+            (where / mine).unlink()
+
+
+def _request() -> dict[str, Any] | None:
+    """The request waiting in this process's folder, taken (read, then removed); None
+    where there is none, or it is not what attach writes."""
+    path = folder() / f"{os.getpid()}.request.json"
+    try:
+        with open(path, "rb") as said:
+            data = said.read(_REQUEST_BYTES + 1)
+        path.unlink()
+        asked = json.loads(data) if len(data) <= _REQUEST_BYTES else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(asked, dict) or not _ID.fullmatch(str(asked.get("id", ""))):
+        return None
+    return asked
 
 
 def _asked(signum: int, frame: Any) -> None:
-    """SIGUSR2: open the window a request asks for, or end the one that is open."""
-    global _window
-    if _window is not None:
-        _window.end("ended early: profile-all attach asked")
+    """SIGUSR2: a request to open a window or to end the one open; or the open window's
+    watch, which found it over (deadline, asker gone)."""
+    asked = _request()
+    window = _window
+    if asked is None:
+        if window is not None and window.over:
+            window.end(window.over, answer=window.asker_alive())
         return
-    request = folder() / f"{os.getpid()}.request.json"
+    if asked.get("end"):
+        if window is not None and window.id == asked["id"]:
+            window.end("ended early: profile-all attach asked")
+        return
+    if window is not None:
+        _answer(asked["id"], {"error": "another profile-all attach has a torch.profiler "
+                                       "window open in this process: wait for it to end"})
+        return
+    _open(asked)
+
+
+def _open(asked: dict[str, Any]) -> None:
+    global _window
+    window_id = asked["id"]
     try:
-        asked = json.loads(request.read_text())
-        request.unlink()
-        _window = _Window(int(asked["steps"]), trace_path(os.getpid()))
+        busy = _own_session()
+        if busy:
+            _answer(window_id, {"refused": busy})
+            return
+        _window = Window(asked, folder() / f"{os.getpid()}.{window_id}.trace.json",
+                         _marks_steps, lambda said: _answer(window_id, said), _closed)
     except Exception as error:  # never into the process
-        _answer({"error": f"{type(error).__name__}: {error}"})
+        _answer(window_id, {"error": f"{type(error).__name__}: {error}"})
 
 
-def _answer(said: dict[str, Any]) -> None:
-    path = folder() / f"{os.getpid()}.done.json"
+def _closed(window: Window) -> None:
+    """(A window, as it ends.) No window open from now on."""
+    global _window
+    if _window is window:
+        _window = None
+
+
+def _own_session() -> str:
+    """Why a window cannot be opened now: the process runs a torch.profiler session of its
+    own ("" where it does not)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""
+    if torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled():
+        return ("the process runs a torch.profiler session of its own, and torch runs one "
+                "a process (a window would end it): no window was opened")
+    return ""
+
+
+def _answer(window_id: str, said: dict[str, Any]) -> None:
+    path = folder() / f"{os.getpid()}.{window_id}.done.json"
     with contextlib.suppress(OSError):
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(said))
         os.replace(tmp, path)
-
-
-class _Window:
-    """torch.profiler over the next `steps` steps, its trace written to `trace`."""
-
-    def __init__(self, steps: int, trace: Path) -> None:
-        import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-        from torch.profiler import ProfilerActivity, profile
-
-        self.steps, self.trace, self.count = steps, trace, 0
-        self.marked_by = "pa.step()" if _marks_steps else "optimizer.step()"
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(ProfilerActivity.CUDA)
-        self.profile = profile(activities=activities)
-        self.profile.record_steps = True
-        self.hook = None if _marks_steps else register_optimizer_step_post_hook(
-            lambda *_args: self.step())
-        self.profile.start()
-
-    def step(self) -> None:
-        """A step ended (`pa.step()`, or `optimizer.step()` in a process that calls no
-        `pa.step()`)."""
-        self.count += 1
-        if self.count >= self.steps:
-            self.end("")
-        else:
-            self.profile.step()
-
-    def end(self, note: str) -> None:
-        global _window
-        _window = None
-        if self.hook is not None:
-            self.hook.remove()
-        said: dict[str, Any] = {"steps": self.count, "marked_by": self.marked_by,
-                                "note": note}
-        try:
-            self.profile.stop()
-            self.profile.export_chrome_trace(str(self.trace))
-        except Exception as error:  # never into the process
-            said["error"] = f"{type(error).__name__}: {error}"
-        _answer(said)

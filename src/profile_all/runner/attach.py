@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import signal
 import subprocess
@@ -32,13 +31,11 @@ from profile_all import on_demand, validate
 from profile_all.backends.memory.backend import DEFAULT_INTERVAL
 from profile_all.backends.py_spy_recorder import Recorder, why_not
 from profile_all.errors import ProfileAllError, UsageError
+from profile_all.runner import attach_window
 from profile_all.runner.child_processes import Stopped, StopRequests
+from profile_all.runner.listen_folder import ListenFolder
 from profile_all.runs.folder import RunDirectory
 
-#: seconds a window's steps may take before it is ended with the steps so far
-WINDOW_WAIT = 60.0
-#: seconds a listening process has to write its trace once its window is ended
-TRACE_GRACE = 30.0
 _SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"
 
 
@@ -60,6 +57,7 @@ class Attached:
     spy_failure: str = ""
     memory_samples: Path | None = None
     window: dict[str, Any] = field(default_factory=dict)  # the torch window's answer
+    trace: Path | None = None  # its trace, copied out of the process's folder
     window_note: str = ""
 
 
@@ -100,7 +98,7 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
     said = progress or (lambda line: None)
     attached = Attached(process.pid, _described(process), run_dir)
     stops = StopRequests()
-    with stops.installed(), _only_attach(process.pid, run_dir):
+    with stops.installed(), _only_attach(process, run_dir) as listening:
         attached.cpu = (_cpu(process), 0.0)
         attached.spy = Recorder(process.pid, run_dir.scratch / "py_spy.json",
                                 run_dir.scratch / "py_spy.log", rate=rate, native=native,
@@ -124,34 +122,84 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
             attached.spy_failure = str(error)
         attached.seconds = time.monotonic() - began
         _stop_memory_sampler(sampler)
-        if torch_steps is not None and not attached.ended and _ask_window(
-                process, torch_steps, attached):
-            said(f"asking process {process.pid} for a torch.profiler window of {torch_steps} "
-                 f"steps (up to {WINDOW_WAIT:g} s; Ctrl-C ends it with the steps so far)")
-            _collect_window(process, attached, stops)
+        if torch_steps is not None and not attached.ended:
+            _window(process, listening, torch_steps, attached, stops, said)
     return attached
 
 
 @contextlib.contextmanager
-def _only_attach(pid: int, run_dir: RunDirectory) -> Iterator[None]:
-    """Hold this user's lock on attaching to `pid`: a second attach at once is refused
-    (the two took each other's torch.profiler requests)."""
-    folder = on_demand.own_folder()
-    lock = None
+def _only_attach(process: psutil.Process, run_dir: RunDirectory
+                 ) -> Iterator[list[ListenFolder]]:
+    """One attach at a time: the lock in the process's listen folder where it listens,
+    whoever attaches (two users took each other's torch.profiler windows), else this
+    user's; a second attach is refused. Yields a list that holds the folder (made where
+    the process listens only later, by `_window`)."""
+    folder = attach_window.found(process)
     if folder is not None:
-        lock = os.open(folder / f"attach-{pid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(lock)
-            run_dir.discard()
-            raise UsageError(f"another profile-all attach is sampling process {pid}: wait "
-                             "for it to end") from None
+        lock = folder.lock(attach_window.LOCK.format(pid=process.pid))
+        where = folder.path / attach_window.LOCK.format(pid=process.pid)
+    else:
+        mine = on_demand.own_folder()
+        where = mine / f"attach-{process.pid}.lock" if mine is not None else None
+        lock = _own_lock(where) if where is not None else -1
+    if lock is None:
+        if folder is not None:
+            folder.close()
+        run_dir.discard()
+        raise UsageError(f"another profile-all attach is attached to process {process.pid} "
+                         f"(it holds {where}): wait for it to end")
+    held = [folder] if folder is not None else []
     try:
-        yield
+        yield held
     finally:
-        if lock is not None:
+        if lock >= 0:
             os.close(lock)
+        for one in held:
+            one.close()
+
+
+def _own_lock(path: Path) -> int | None:
+    lock = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return None
+    return lock
+
+
+def _window(process: psutil.Process, listening: list[ListenFolder], steps: int,
+            attached: Attached, stops: StopRequests, said: Callable[[str], None]) -> None:
+    """Ask the process for a torch.profiler window of `steps` steps, where it listens, and
+    keep its trace; where it does not, or refused, say why in `window_note`."""
+    if not listening:
+        folder = attach_window.found(process)
+        if folder is None:
+            attached.window_note = attach_window.not_listening(process)
+            return
+        listening.append(folder)
+        if folder.lock(attach_window.LOCK.format(pid=process.pid)) is None:
+            attached.window_note = ("no operator or kernel trace: another profile-all "
+                                    "attach holds the process's torch.profiler window")
+            return
+    folder = listening[0]
+    said(f"asking process {process.pid} for a torch.profiler window of {steps} steps (up to "
+         f"{attach_window.WINDOW_WAIT:g} s; Ctrl-C ends it with the steps so far)")
+    try:
+        window_id = attach_window.request(folder, steps)
+        answer = attach_window.answer(folder, window_id, process, stops)
+        if answer is None:
+            attached.window_note = ("the process was asked for a torch.profiler window and "
+                                    "wrote no trace (it ended, or took no step)")
+        elif answer.get("refused"):
+            attached.window_note = f"no operator or kernel trace: {answer['refused']}"
+        else:
+            attached.window = answer
+            if not answer.get("error"):
+                attached.trace = attach_window.copied_trace(
+                    folder, window_id, attached.run_dir.scratch / "torch_window.json")
+    except OSError as error:  # a file of the folder refused, or the process gone
+        attached.window_note = f"no operator or kernel trace: {error}"
 
 
 def _python_or(said: str, pid: int) -> str:
@@ -221,67 +269,3 @@ def _wait(process: psutil.Process, duration: float, stops: StopRequests,
     except Stopped as stopped:
         attached.stopped_by = signal.Signals(stopped.signum).name
         attached.ended = f"profile-all got {attached.stopped_by}"
-
-
-def listening(process: psutil.Process) -> bool:
-    """Whether the process said it listens (on_demand.listen), is the process that said
-    so (its start time), and handles SIGUSR2 (Linux: /proc/PID/status' SigCgt)."""
-    said = on_demand.folder(process.uids().real) / f"{process.pid}.json"
-    try:
-        marker = json.loads(said.read_text())
-        status = Path(f"/proc/{process.pid}/status").read_text()
-    except (OSError, ValueError, psutil.Error):
-        return False
-    caught = next((line.split()[1] for line in status.splitlines()
-                   if line.startswith("SigCgt:")), "0")
-    handles = bool(int(caught, 16) >> (on_demand.SIGNAL - 1) & 1)
-    return (isinstance(marker, dict) and marker.get("pid") == process.pid
-            and marker.get("start") == on_demand.start_time(process.pid) and handles)
-
-
-def _ask_window(process: psutil.Process, steps: int, attached: Attached) -> bool:
-    if not listening(process):
-        attached.window_note = (
-            "no operator or kernel trace: the process does not listen for profile-all "
-            "(it listens once it calls pa.step(), or pa.listen(), with profile_all "
-            "imported; PROFILE_ALL_LISTEN=0 turns that off)")
-        return False
-    where = on_demand.folder(attached.target["uid"])
-    for stale in (f"{process.pid}.done.json", f"{process.pid}.trace.json"):
-        with contextlib.suppress(OSError):
-            (where / stale).unlink()
-    request = where / f"{process.pid}.request.json"
-    request.write_text(json.dumps({"steps": steps}))
-    os.kill(process.pid, on_demand.SIGNAL)
-    return True
-
-
-def _collect_window(process: psutil.Process, attached: Attached, stops: StopRequests) -> None:
-    """The window's answer: waited for while the process runs, WINDOW_WAIT seconds at
-    most (or until a stop comes), then ended early (a second SIGUSR2: its steps so far)."""
-    done = on_demand.folder(attached.target["uid"]) / f"{process.pid}.done.json"
-    if not _waited_for(done, process, WINDOW_WAIT, stops) and process.is_running():
-        with contextlib.suppress(OSError):
-            os.kill(process.pid, on_demand.SIGNAL)
-        _waited_for(done, process, TRACE_GRACE, None)
-    try:
-        attached.window = json.loads(done.read_text())
-        done.unlink()
-    except (OSError, ValueError):
-        attached.window_note = ("the process was asked for a torch.profiler window and "
-                                "wrote no trace (it ended, or took no step)")
-
-
-def _waited_for(done: Path, process: psutil.Process, seconds: float,
-                stops: StopRequests | None) -> bool:
-    """Whether `done` appeared within `seconds`, the process running, no stop come."""
-    deadline = time.monotonic() + seconds
-    try:
-        with stops.waiting() if stops is not None else contextlib.nullcontext():
-            while not done.exists():
-                if time.monotonic() > deadline or not process.is_running():
-                    return False
-                time.sleep(0.05)
-    except Stopped:
-        return False
-    return True

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from profile_all import backends, environment, on_demand
+from profile_all import backends, environment
 from profile_all.errors import ProfileAllError
 from profile_all.pass_record import PassRecord
 from profile_all.readers import IngestError
@@ -152,7 +152,9 @@ def _torch_window(attached: Attached) -> tuple[list[list[Any]], list[ArtifactRec
     if attached.window.get("error"):
         raise ProfileAllError(f"the process's torch.profiler window failed: "
                               f"{attached.window['error']}")
-    plain = on_demand.trace_path(attached.pid, attached.target.get("uid"))
+    plain = attached.trace  # copied out of the process's folder (attach_window)
+    if plain is None:
+        return [], []
     trace = load(plain)
     kept = attached.run_dir.artifacts / "torch_trace.pt.trace.json.gz"
     with plain.open("rb") as source, gzip.open(kept, "wb", compresslevel=1) as packed:

@@ -1,0 +1,179 @@
+"""A listening process's folder (on_demand.py), seen from `profile-all attach`, which may be
+root or another process of the same user: found where the process's own temporary
+directory is, and read and written without trusting a path its user controls.
+
+The folder belongs to the process's user, who may plant anything in it: a link named as
+the request made root overwrite a root-only file; links named as the answer and the trace
+made root copy a root-only trace into its report, or read /dev/zero to a MemoryError. So
+the folder is opened once, without following a link, and must be a folder of that user's
+that nobody else may enter; every file in it is opened by name in that folder
+(`dir_fd`), never following a link, must be a regular file of that user's, and is read
+only up to a bound. What attach writes there is created new (O_EXCL: a name that exists
+is removed first, and removing a link removes the link) and given to that user.
+
+The folder is where the process's `tempfile.gettempdir()` put it: its environment's
+TMPDIR, TEMP or TMP (a scheduler sets one a job), else /tmp, /var/tmp, /usr/tmp, its
+working folder; the first of these that holds its marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from profile_all import on_demand
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_MARKER_BYTES = 4096
+#: the most an answer may hold
+ANSWER_BYTES = 64 * 1024
+
+
+class Refused(OSError):
+    """A file in the folder is not what the process writes there (a link, not a regular
+    file, another user's, too big)."""
+
+
+def _temporary_folders(pid: int) -> list[str]:
+    """Where `tempfile.gettempdir()` looks, in its order, with the process's environment
+    and working folder."""
+    environment: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        for entry in raw.split(b"\0"):
+            name, _, value = entry.partition(b"=")
+            if name in (b"TMPDIR", b"TEMP", b"TMP") and value:
+                environment[name.decode()] = os.fsdecode(value)
+    found = [environment[name] for name in ("TMPDIR", "TEMP", "TMP") if name in environment]
+    found += ["/tmp", "/var/tmp", "/usr/tmp"]
+    with contextlib.suppress(OSError):
+        found.append(os.readlink(f"/proc/{pid}/cwd"))
+    return list(dict.fromkeys(found))
+
+
+class ListenFolder:
+    """The listen folder of process `pid` (of user `uid`), open; `find` makes one."""
+
+    def __init__(self, path: Path, fd: int, pid: int, uid: int, gid: int) -> None:
+        self.path, self.fd, self.pid, self.uid, self.gid = path, fd, pid, uid, gid
+
+    @classmethod
+    def find(cls, pid: int, uid: int, gid: int) -> ListenFolder | None:
+        """The folder whose marker says process `pid` listens (its start time, as the
+        kernel has it); None where no such folder is found."""
+        for temporary in _temporary_folders(pid):
+            path = Path(temporary) / on_demand.folder_name(uid)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            found = cls(path, fd, pid, uid, gid)
+            if found._own() and found._marks_it():
+                return found
+            found.close()
+        return None
+
+    def _own(self) -> bool:
+        said = os.fstat(self.fd)
+        return said.st_uid == self.uid and not said.st_mode & 0o077
+
+    def _marks_it(self) -> bool:
+        try:
+            marker = json.loads(self.read(f"{self.pid}.json", _MARKER_BYTES))
+        except (OSError, ValueError):
+            return False
+        return (isinstance(marker, dict) and marker.get("pid") == self.pid
+                and marker.get("start") == on_demand.start_time(self.pid))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def opened(self, name: str, limit: int) -> BinaryIO:
+        """File `name` of the folder, open to read: a regular file of the process's user's,
+        of `limit` bytes at most; Refused otherwise."""
+        try:
+            fd = os.open(name, _READ, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise Refused(errno.ELOOP, "a symbolic link", str(self.path / name)) from None
+            raise
+        said = os.fstat(fd)
+        why = ("not a regular file" if not stat.S_ISREG(said.st_mode) else
+               f"owned by uid {said.st_uid}, not the process's user" if said.st_uid != self.uid
+               else f"{said.st_size:,} bytes, more than {limit:,}" if said.st_size > limit
+               else "")
+        if why:
+            os.close(fd)
+            raise Refused(errno.EPERM, why, str(self.path / name))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def read(self, name: str, limit: int) -> bytes:
+        """File `name`, whole, `limit` bytes at most (a file that grows as it is read is
+        read to the bound, and refused beyond it)."""
+        with self.opened(name, limit) as said:
+            data = said.read(limit + 1)
+        if len(data) > limit:
+            raise Refused(errno.EFBIG, f"more than {limit:,} bytes", str(self.path / name))
+        return data
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.read(name, ANSWER_BYTES))
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def remove(self, name: str) -> None:
+        """`name` gone from the folder (a link is removed, never what it names)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self.fd)
+
+    def _created(self, name: str, flags: int) -> int:
+        """A new file `name`, the process's user's (a name that exists goes first)."""
+        self.remove(name)
+        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=self.fd)
+        if os.geteuid() != self.uid:  # root: the process must read it, and remove it
+            os.fchown(fd, self.uid, self.gid)
+        return fd
+
+    def write(self, name: str, data: bytes) -> None:
+        """`name` written new, whole (the process reads it once it is told)."""
+        fd = self._created(name, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def lock(self, name: str) -> int | None:
+        """A descriptor holding the exclusive lock on file `name` (made where absent, the
+        process's user's); None while another holds it, whoever that is."""
+        try:
+            fd = os.open(name, _READ, dir_fd=self.fd)
+        except FileNotFoundError:
+            try:
+                fd = self._created(name, os.O_RDONLY)
+            except FileExistsError:
+                return self.lock(name)
+        said = os.fstat(fd)
+        if not stat.S_ISREG(said.st_mode) or said.st_uid != self.uid:
+            os.close(fd)
+            raise Refused(errno.EPERM, "not a lock file of the process's user's",
+                          str(self.path / name))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd

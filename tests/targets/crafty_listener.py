@@ -1,0 +1,38 @@
+"""A process that says it listens for `profile-all attach` as a listening process does (its
+marker, SIGUSR2 handled), run by a user who plants links in its listen folder: asked for
+a window, it answers with its answer and trace as links to the files argv[2] and argv[3]
+names (`/dev/zero`, a file of root's). It prints `ready`, then waits for the file argv[1]."""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from profile_all import on_demand
+
+stop, answer_to, trace_to = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+where = on_demand.own_folder()
+pid = os.getpid()
+(where / f"{pid}.json").write_text(json.dumps({"pid": pid, "start": on_demand.start_time(pid)}))
+
+
+def asked(signum, frame):
+    request = where / f"{pid}.request.json"
+    try:
+        window = json.loads(request.read_text())["id"]
+    except (OSError, ValueError, KeyError):
+        return
+    os.symlink(trace_to, where / f"{pid}.{window}.trace.json")
+    if answer_to == "plain":
+        (where / f"{pid}.{window}.done.json").write_text(json.dumps(
+            {"steps": 5, "marked_by": "pa.step()", "note": ""}))
+    else:
+        os.symlink(answer_to, where / f"{pid}.{window}.done.json")
+
+
+signal.signal(signal.SIGUSR2, asked)
+print("ready", flush=True)
+while not stop.exists():
+    time.sleep(0.02)

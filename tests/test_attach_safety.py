@@ -1,0 +1,252 @@
+"""`profile-all attach` never harms the job it watches, nor the user who attaches: links a
+process's user plants in its listen folder, an attach killed with its window open, a job
+that runs its own torch.profiler, two users attaching at once, a job with a TMPDIR of its
+own, a job still importing. Each made for real: a second user (nobody), SIGKILL, real
+torch.profiler sessions in real training loops."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+SETPRIV = shutil.which("setpriv")
+NOBODY = [SETPRIV or "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+as_root_with_a_second_user = pytest.mark.skipif(
+    os.geteuid() != 0 or SETPRIV is None,
+    reason="needs root and setpriv to run a process as a second user (nobody)")
+
+
+class Target:
+    """A process of tests/targets (run as `user`, nobody or this one), its stdout read by
+    a thread so that waiting for a line has a deadline."""
+
+    def __init__(self, script: str, *args: str, nobody: bool = False,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.process = subprocess.Popen(
+            [*(NOBODY if nobody else []), sys.executable, str(TARGETS / script), *args],
+            stdout=subprocess.PIPE, text=True, cwd=cwd,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+        self.pid = self.process.pid
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.said: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)
+
+    def wait_for(self, wanted: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {wanted!r} line in {timeout} s: {self.said}") from None
+            if line is None:
+                raise AssertionError(f"the target ended before {wanted!r}: {self.said}")
+            self.said.append(line)
+            if line.startswith(wanted):
+                return line
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+
+
+@pytest.fixture
+def shared():
+    """A folder a second user may write (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="profile-all-attach-", dir="/tmp"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _attach(pid: int, out: Path, *args: str, nobody: bool = False) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*(NOBODY if nobody else []), sys.executable, "-m", "profile_all", "attach", str(pid),
+         "-o", str(out), *args], stderr=subprocess.PIPE, text=True, cwd=out.parent,
+        env={**os.environ, "HOME": str(out.parent), "COLUMNS": "200"})
+
+
+@as_root_with_a_second_user
+@pytest.mark.parametrize("answer, trace", [("plain", "root-trace"), ("/dev/zero", "/dev/zero")])
+def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, answer, trace):
+    """Root attaching to nobody's process: a link planted as the request made root
+    overwrite a root-only file; links as the answer and trace copied a root-only trace
+    into root's report, or read /dev/zero to 2.46 GB and a MemoryError."""
+    secret = tmp_path / "secret"
+    secret.mkdir(mode=0o700)
+    victim = secret / "victim"
+    victim.write_text("root's own")
+    root_trace = secret / "root.trace.json"
+    root_trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "root_only_operator", "ts": 1, "dur": 5,
+         "pid": 1, "tid": 1}]}))
+    trace_to = str(root_trace) if trace == "root-trace" else trace
+    with Target("crafty_listener.py", str(shared / "stop"), answer, trace_to,
+                nobody=True, env={"HOME": str(shared)}) as crafty:
+        crafty.wait_for("ready")
+        planted = Path(f"/tmp/profile-all-listen-65534/{crafty.pid}.request.json")
+        subprocess.run([*NOBODY, "ln", "-sfn", str(victim), str(planted)], check=True)
+        attach = _attach(crafty.pid, tmp_path / "run", "--duration", "0.5")
+        _out, err = attach.communicate(timeout=120)
+        (shared / "stop").touch()
+    assert attach.returncode == 0, err
+    assert "Traceback" not in err and "MemoryError" not in err
+    assert victim.read_text() == "root's own"
+    report = pa.load(tmp_path / "run")
+    assert "torch-profiler" not in set(report.frame["backend"])
+    assert "root_only_operator" not in (tmp_path / "run" / "report.html").read_text()
+    assert any(doubt.startswith("no operator or kernel trace: [Errno 40] a symbolic link:")
+               for doubt in report.meta.doubts), report.meta.doubts
+
+
+def test_an_attach_killed_with_its_window_open_leaves_the_job_unprofiled(tmp_path):
+    """SIGKILL to attach (the OOM killer, a CI timeout) while the window is open: torch
+    .profiler stayed on in the job for ever (229 MB to 1,062 MB in 40 s, on to OOM). The
+    job ends the window once its asker is gone."""
+    with Target("listening_loop.py", str(tmp_path / "stop")) as loop:
+        loop.wait_for("ready")
+        attach = _attach(loop.pid, tmp_path / "run", "--duration", "0.3", "--torch-steps",
+                         "1000000")
+        while "asking process" not in attach.stderr.readline():
+            assert attach.poll() is None
+        loop.wait_for("profiler on")
+        attach.kill()
+        attach.wait()
+        began = time.monotonic()
+        loop.wait_for("profiler off", timeout=30)
+        assert time.monotonic() - began < 10
+        (tmp_path / "stop").touch()
+        loop.wait_for("ended")
+    folder = Path(tempfile.gettempdir()) / f"profile-all-listen-{os.getuid()}"
+    assert not list(folder.glob(f"{loop.pid}.*.trace.json"))  # nobody to read it: none
+
+
+def test_a_window_ends_at_its_deadline_whoever_asked(tmp_path):
+    """The deadline lives in the job: asked by hand for a window of a million steps and
+    one second, with no asker to watch, the job ends it itself and writes its trace."""
+    window = "0123456789abcdef"
+    with Target("listening_loop.py", str(tmp_path / "stop")) as loop:
+        loop.wait_for("ready")
+        folder = Path(tempfile.gettempdir()) / f"profile-all-listen-{os.getuid()}"
+        (folder / f"{loop.pid}.request.json").write_text(json.dumps(
+            {"id": window, "steps": 1_000_000, "seconds": 1}))
+        os.kill(loop.pid, signal.SIGUSR2)
+        loop.wait_for("profiler on")
+        loop.wait_for("profiler off", timeout=30)
+        done = folder / f"{loop.pid}.{window}.done.json"
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        said = json.loads(done.read_text())
+        (tmp_path / "stop").touch()
+        loop.wait_for("ended")
+    assert said["note"] == "ended at its deadline (1 s) with the steps so far"
+    assert said["steps"] > 0 and "error" not in said
+
+
+def test_a_job_with_its_own_torch_profiler_keeps_it(tmp_path):
+    """Its own 150-step profile came out with 0 events, and the attach said nothing."""
+    with Target("listening_loop.py", str(tmp_path / "stop"), "own") as loop:
+        loop.wait_for("ready")
+        done = profile_all("attach", loop.pid, "--duration", "0.3", "-o", tmp_path / "run")
+        (tmp_path / "stop").touch()
+        events = int(loop.wait_for("own events").split()[-1])
+    assert done.returncode == 0, done.stderr
+    assert events > 100
+    report = pa.load(tmp_path / "run")
+    assert "torch-profiler" not in set(report.frame["backend"])
+    assert ("no operator or kernel trace: the process runs a torch.profiler session of its "
+            "own, and torch runs one a process (a window would end it): no window was "
+            "opened") in report.meta.doubts
+
+
+def test_a_job_that_opens_its_own_profiler_ends_the_window_first(tmp_path):
+    with Target("listening_loop.py", str(tmp_path / "stop"), "opens-own") as loop:
+        loop.wait_for("ready")
+        done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "1000",
+                           "-o", tmp_path / "run")
+        events = int(loop.wait_for("own events").split()[-1])
+    assert done.returncode == 0, done.stderr
+    assert events > 10  # its session, whole
+    report = pa.load(tmp_path / "run")
+    assert report.meta.passes[0].steps < 1000
+    assert "aten::addmm" in set(report.operators()["name"])
+
+
+@as_root_with_a_second_user
+def test_two_users_attaching_at_once_one_is_refused(tmp_path, shared):
+    """root and nobody attach to nobody's job: they took each other's window (one got 4
+    of 5 steps, the other waited a minute for nothing). The lock is the job's, whoever
+    took it first."""
+    with Target("listening_loop.py", str(shared / "stop"), nobody=True,
+                env={"HOME": str(shared)}) as loop:
+        loop.wait_for("ready")
+        first = _attach(loop.pid, tmp_path / "first", "--duration", "2")
+        assert "sampling process" in first.stderr.readline()
+        second = subprocess.run(
+            [*NOBODY, sys.executable, "-m", "profile_all", "attach", str(loop.pid), "-o",
+             str(shared / "second")], capture_output=True, text=True, timeout=120,
+            cwd=shared, env={**os.environ, "HOME": str(shared)})
+        _out, err = first.communicate(timeout=120)
+        (shared / "stop").touch()
+    assert second.returncode == 2
+    assert second.stderr.splitlines() == [
+        f"profile-all: error: another profile-all attach is attached to process {loop.pid} "
+        f"(it holds /tmp/profile-all-listen-65534/{loop.pid}.attach.lock): wait for it to end"]
+    assert not (shared / "second").exists()
+    assert first.returncode == 0, err
+    assert pa.load(tmp_path / "first").meta.passes[0].steps == 5
+
+
+def test_a_job_with_a_tmpdir_of_its_own_is_found(tmp_path):
+    """Schedulers set a TMPDIR a job: the job was said not to listen."""
+    job_tmp = tmp_path / "job-tmp"
+    job_tmp.mkdir()
+    with Target("listening_loop.py", str(tmp_path / "stop"),
+                env={"TMPDIR": str(job_tmp)}) as loop:
+        loop.wait_for("ready")
+        done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "3",
+                           "-o", tmp_path / "run")
+        (tmp_path / "stop").touch()
+    assert done.returncode == 0, done.stderr
+    assert pa.load(tmp_path / "run").meta.passes[0].steps == 3
+
+
+def test_a_job_still_importing_is_not_listening_yet(tmp_path):
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(120)\n")
+    job = subprocess.Popen([sys.executable, "-c", "import profile_all, slow_import"],
+                           cwd=tmp_path)
+    try:
+        time.sleep(0.5)
+        done = profile_all("attach", job.pid, "--duration", "1", "-o", tmp_path / "run")
+    finally:
+        job.kill()
+        job.wait()
+    assert done.returncode == 0, done.stderr
+    doubts = pa.load(tmp_path / "run").meta.doubts
+    assert any(doubt.startswith(
+        "no operator or kernel trace: the process is not listening yet (it was still "
+        "importing, py-spy sees it run ") and "slow_import.py" in doubt for doubt in doubts), \
+        doubts
