@@ -48,3 +48,63 @@ def test_a_hanging_rank_is_stopped_by_the_timeout_and_both_ranks_kept(tmp_path):
     ranks = pa.load(out).meta.passes[0].ranks
     rank_time = next(r["target_wall_time"] for r in ranks if r["rank"] == 1)
     assert hung > 0.5 * rank_time  # most of the rank's time: where it hung
+
+
+HANGS = """import time
+import torch.distributed as dist
+import profile_all as pa
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+for step in range(5):
+    with pa.region("work"):
+        time.sleep(0.02)
+    pa.step()
+    while rank == 1 and step == 2:
+        time.sleep(0.1)
+print(f"rank {rank} done", flush=True)
+"""
+
+
+def test_a_stop_names_the_rank_that_hung_not_the_one_that_had_finished(tmp_path):
+    """SIGTERM to profile-all while rank 1 hangs and rank 0 has ended well: the pass named
+    rank 0 (the first to end) as its cause, and said rank 0 was interrupted."""
+    import os
+    import signal
+    import time
+
+    from conftest import Running
+
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS)
+    with Running("run", "--nproc-per-node", "2", "-b", "wallclock", script,
+                 "-o", tmp_path / "run") as running:
+        running.wait_for("rank 0 done", timeout=120)
+        time.sleep(2)
+        os.kill(running.process.pid, signal.SIGTERM)
+        assert running.finish(120) == 143, running.stderr
+    record = pa.load(tmp_path / "run").meta.passes[0]
+    assert (record.status, record.failed_rank) == ("interrupted", 1)
+    assert record.error == "rank 1: interrupted: profile-all got SIGTERM"
+    assert [(r["rank"], r["status"]) for r in record.ranks] == [(0, "ok"), (1, "interrupted")]
+    # the hung rank's time (at least the 2 s after rank 0 ended), not rank 0's
+    assert record.target_wall_time == record.ranks[1]["target_wall_time"] > 2
+
+
+def test_a_rank_killed_without_its_clock_gives_the_pass_profile_all_s():
+    """A rank killed outright (its result made from journals) has no time of its own: the
+    pass's time was the other rank's 235 ms, said of a pass stopped after 609 s."""
+    from profile_all.runner.outcome import pass_summary
+    from profile_all.runner.plan import Pass
+    from profile_all.runner.spec import PassResult
+
+    finished = PassResult(1, 0, ["wallclock"], {
+        "status": "ok", "exit_code": 0, "error": "", "target_wall_time": 0.235,
+        "ended_at": 100.0}, [])
+    killed = PassResult(1, 1, ["wallclock"], {
+        "status": "killed", "exit_code": 137, "error": "killed by SIGKILL",
+        "target_wall_time": None}, [], recovered=True)
+    record = pass_summary(Pass(1, ["wallclock"]), [finished, killed], "SIGTERM", None,
+                          609.0, distributed=True)
+    assert (record.status, record.failed_rank, record.target_wall_time) == \
+        ("interrupted", 1, 609.0)
+    assert record.error == "rank 1: interrupted: profile-all got SIGTERM"

@@ -125,3 +125,30 @@ def test_the_exit_status_is_the_one_the_os_gives(tmp_path, code, status, shown):
     assert (report.meta.status, report.meta.exit_code) == (status, shown)
     assert done.stderr.splitlines()[-1] == \
         f"profile-all: {status}, exit code {shown}: {tmp_path / 'run'}"
+
+
+REMOVES_ITS_FOLDER = """import os, shutil, tempfile, time
+import profile_all as pa
+work = tempfile.mkdtemp()
+os.chdir(work)
+for step in range(30):
+    with pa.region("spin"):
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.01:
+            pass
+    pa.step()
+shutil.rmtree(work)
+"""
+
+
+def test_a_target_that_removes_its_working_folder_keeps_its_py_spy_rows(tmp_path):
+    """Its py-spy rows and flame graph were lost (os.getcwd() failed in their collection)."""
+    script = tmp_path / "removes.py"
+    script.write_text(REMOVES_ITS_FOLDER)
+    done = profile_all("run", script, "-b", "py-spy", "-o", tmp_path / "run",
+                       "--pass-steps", "all")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert [p.status for p in report.meta.passes] == ["ok", "ok"]
+    assert (tmp_path / "run" / "artifacts" / "py_spy.svg").is_file()
+    assert not report.frame[report.frame["backend"] == "py-spy"].empty

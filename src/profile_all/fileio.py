@@ -24,3 +24,12 @@ def write_atomic(final: Path, data: bytes | str) -> None:
     payload = data.encode() if isinstance(data, str) else data
     with atomic_path(final) as tmp:
         tmp.write_bytes(payload)
+
+
+def current_folder(otherwise: str = "") -> str:
+    """os.getcwd(); `otherwise` where the folder was removed (a target may remove its own,
+    and so profile-all's, working folder: the process still works in it, unnamed)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return otherwise

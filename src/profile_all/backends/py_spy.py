@@ -26,6 +26,7 @@ from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.backends.flame_svg import flame_svg
 from profile_all.backends.py_spy_recorder import Recorder, why_not
+from profile_all.fileio import current_folder
 from profile_all.rows import Facts
 
 DEFAULT_RATE = 50
@@ -80,6 +81,7 @@ class PySpy(Backend):
             idle=bool(self.options.get("idle")), own=True)
         self._recorder.start()
         self._started = time.perf_counter()
+        self._cwd = current_folder()  # the target may remove it: its paths are shown from here
 
     def stop(self, ctx: PassContext) -> None:
         self._wall = time.perf_counter() - self._started
@@ -115,7 +117,7 @@ class PySpy(Backend):
         shutil.move(self._recorder.output, speedscope)
         svg = ctx.artifact_path("py_spy.svg")
         svg.write_text(flame_svg([r for r in rows if r[0] == "call"],
-                                 f"py-spy, {self._rate} samples a second", cwd=os.getcwd()))
+                                 f"py-spy, {self._rate} samples a second", cwd=self._cwd))
         folder = ctx.artifacts_dir.name
         return Collected(rows, [
             Artifact(self.name, f"{folder}/{speedscope.name}", "speedscope",

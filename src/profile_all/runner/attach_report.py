@@ -6,7 +6,6 @@ sampler's RSS, torch.profiler's window) and the process's own figures from the O
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 import signal
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any
 
 from profile_all import backends, environment
 from profile_all.errors import ProfileAllError
+from profile_all.fileio import current_folder
 from profile_all.pass_record import PassRecord
 from profile_all.readers import IngestError
 from profile_all.report.report import Report
@@ -102,7 +102,7 @@ def _spy(attached: Attached, rate: int, idle: bool
     shutil.move(spy.output, artifacts_dir / "py_spy.speedscope.json")
     (artifacts_dir / "py_spy.svg").write_text(flame_svg(
         [r for r in rows if r[0] == "call"], f"py-spy of process {attached.pid}, {rate} "
-        "samples a second", cwd=os.getcwd()))
+        "samples a second", cwd=current_folder()))
     return [["py-spy", 1, 0, *measured] for measured in rows], [
         ArtifactRecord(backend="py-spy", path="artifacts/py_spy.speedscope.json",
                        viewer="speedscope", open_command="open https://www.speedscope.app "

@@ -61,7 +61,8 @@ def _become(request: dict[str, Any], fds: list[int], channel: socket.socket,
         os.dup2(fd, target)
         os.close(fd)
     launch = json.loads(Path(request["launch"]).read_text())
-    os.chdir(launch["cwd"])
+    with contextlib.suppress(FileNotFoundError):  # removed: the server's is it, unnamed
+        os.chdir(launch["cwd"])
     os.environ.clear()
     os.environ.update(launch["env"])
     random.seed()

@@ -24,6 +24,8 @@ def rank_outcome(result: PassResult, ended: str, timeout: float | None) -> dict[
     the rank said, which is kept as `ended_as`; a rank stopped by Ctrl-C is interrupted."""
     outcome = dict(result.outcome)
     if ended != "exited":
+        if outcome["status"] == "ok" and not result.recovered:
+            return outcome  # it ended well on its own before the stop (a rank that finished)
         outcome["ended_as"] = outcome["error"]
     if ended == "timeout":
         outcome.update(status="timeout", exit_code=TIMEOUT_EXIT_CODE,
@@ -54,6 +56,8 @@ def pass_summary(run_pass: Pass, results: list[PassResult], ended: str,
     outcomes = [(result, rank_outcome(result, ended, timeout)) for result in results]
     cause, outcome = _cause(outcomes)
     times = [o["target_wall_time"] for _r, o in outcomes if o["target_wall_time"] is not None]
+    if len(times) < len(outcomes):  # a rank killed took its clock along: the pass's is it
+        times.append(wall)
     prefix = f"rank {cause.rank}: " if distributed and outcome["error"] else ""
     failures = _backend_failures(results, distributed)
     status = outcome["status"]

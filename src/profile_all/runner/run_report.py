@@ -3,7 +3,6 @@ rows and the rates derived from them, written into the run folder."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 from typing import Any
@@ -59,7 +58,7 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         stopped_by=signal.Signals(stops.signum).name if stops.signum else None,
         target={**target.to_spec(), "command": shlex.join(target.command)},
         command=setup.command,
-        cwd=os.getcwd(),
+        cwd=setup.cwd,
         environment={**environment.collect(),
                      **next((r.runtime for r in results if r.runtime), {})},
         passes=ran.summaries,

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 from profile_all.backends.apart_process import Apart
 from profile_all.errors import UsageError
+from profile_all.fileio import current_folder
 from profile_all.runner import server_start
 from profile_all.runner.forkserver import MORE_LATER
 from profile_all.runner.server_messages import Lines, send
@@ -52,6 +53,7 @@ class ForkServer:
             env=env)
         theirs.close()
         self._ready = False
+        self.cwd = os.getcwd()  # where its passes run, where the folder was removed since
 
     def import_more(self, modules: list[str]) -> None:
         """The rest of what a server started with `more_later` imports before it is ready."""
@@ -71,7 +73,7 @@ class ForkServer:
         the UsageError the check raised there."""
         self.wait_ready()
         launch, result = scratch / "check.launch.json", scratch / "check.result.json"
-        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        launch.write_text(json.dumps({"cwd": current_folder(self.cwd), "env": env}))
         stdin = _stdin()
         try:
             send(self.channel, {"check": target_spec, "launch": str(launch),
@@ -99,7 +101,7 @@ class ForkServer:
         stdin is ours."""
         self.wait_ready()
         launch = spec_path.with_suffix(".launch.json")
-        launch.write_text(json.dumps({"cwd": os.getcwd(), "env": env}))
+        launch.write_text(json.dumps({"cwd": current_folder(self.cwd), "env": env}))
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         stdin = _stdin()

@@ -3,6 +3,7 @@ backends selected, the modules every pass pre-imports, how passes start, their w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -48,6 +49,8 @@ class Setup:
     #: called with the Report as its files are written (the command line draws it then)
     meanwhile: Callable[[Any], object] | None = None
     command: list[str] = field(default_factory=list)
+    #: the folder the run started in (a target may remove it as it runs)
+    cwd: str = field(default_factory=os.getcwd)
 
     @property
     def is_model(self) -> bool:
