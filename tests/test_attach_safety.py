@@ -89,11 +89,16 @@ def _attach(pid: int, out: Path, *args: str, nobody: bool = False) -> subprocess
 
 
 @as_root_with_a_second_user
-@pytest.mark.parametrize("answer, trace", [("plain", "root-trace"), ("/dev/zero", "/dev/zero")])
-def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, answer, trace):
+@pytest.mark.parametrize("answer, trace, said", [
+    ("plain", "root-trace", "[Errno 40] a symbolic link:"),
+    ("/dev/zero", "/dev/zero", "[Errno 40] a symbolic link:"),
+    ("plain", "grows", "[Errno 27] ")])
+def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, monkeypatch,
+                                                        answer, trace, said):
     """Root attaching to nobody's process: a link planted as the request made root
     overwrite a root-only file; links as the answer and trace copied a root-only trace
-    into root's report, or read /dev/zero to 2.46 GB and a MemoryError."""
+    into root's report, or read /dev/zero to 2.46 GB and a MemoryError; a trace that
+    grows as it is read is read to the bound (here 1 MiB), no further."""
     secret = tmp_path / "secret"
     secret.mkdir(mode=0o700)
     victim = secret / "victim"
@@ -103,6 +108,7 @@ def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, answer
         {"ph": "X", "cat": "cpu_op", "name": "root_only_operator", "ts": 1, "dur": 5,
          "pid": 1, "tid": 1}]}))
     trace_to = str(root_trace) if trace == "root-trace" else trace
+    monkeypatch.setenv("PROFILE_ALL_MAX_UNPACKED", "1M")  # the attach's bound on a file
     with Target("crafty_listener.py", str(shared / "stop"), answer, trace_to,
                 nobody=True, env={"HOME": str(shared)}) as crafty:
         crafty.wait_for("ready")
@@ -117,7 +123,8 @@ def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, answer
     report = pa.load(tmp_path / "run")
     assert "torch-profiler" not in set(report.frame["backend"])
     assert "root_only_operator" not in (tmp_path / "run" / "report.html").read_text()
-    assert any(doubt.startswith("no operator or kernel trace: [Errno 40] a symbolic link:")
+    assert any(doubt.startswith(f"no operator or kernel trace: {said}")
+               and (trace != "grows" or "more than 1,048,576" in doubt)
                for doubt in report.meta.doubts), report.meta.doubts
 
 
@@ -250,3 +257,21 @@ def test_a_job_still_importing_is_not_listening_yet(tmp_path):
         "no operator or kernel trace: the process is not listening yet (it was still "
         "importing, py-spy sees it run ") and "slow_import.py" in doubt for doubt in doubts), \
         doubts
+
+
+@as_root_with_a_second_user
+def test_a_lock_file_planted_as_a_link_refuses_the_attach(tmp_path, shared):
+    victim = tmp_path / "victim"
+    victim.write_text("root's own")
+    with Target("crafty_listener.py", str(shared / "stop"), "plain", "/dev/null",
+                nobody=True, env={"HOME": str(shared)}) as crafty:
+        crafty.wait_for("ready")
+        lock = Path(f"/tmp/profile-all-listen-65534/{crafty.pid}.attach.lock")
+        subprocess.run([*NOBODY, "ln", "-sfn", str(victim), str(lock)], check=True)
+        done = profile_all("attach", crafty.pid, "--duration", "0.5", "-o", tmp_path / "run")
+        (shared / "stop").touch()
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"profile-all: error: cannot take the attach lock of process {crafty.pid}: [Errno 40] "
+        f"a symbolic link: '{lock}'"]
+    assert victim.read_text() == "root's own" and not (tmp_path / "run").exists()

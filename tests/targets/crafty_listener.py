@@ -1,12 +1,15 @@
 """A process that says it listens for `profile-all attach` as a listening process does (its
 marker, SIGUSR2 handled), run by a user who plants links in its listen folder: asked for
 a window, it answers with its answer and trace as links to the files argv[2] and argv[3]
-names (`/dev/zero`, a file of root's). It prints `ready`, then waits for the file argv[1]."""
+names (`/dev/zero`, a file of root's); argv[2] `plain`: a true answer; argv[3] `grows`: a
+trace that a thread writes on for ever. It prints `ready`, then waits for the file
+argv[1]."""
 
 import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,12 +27,24 @@ def asked(signum, frame):
         window = json.loads(request.read_text())["id"]
     except (OSError, ValueError, KeyError):
         return
-    os.symlink(trace_to, where / f"{pid}.{window}.trace.json")
+    trace = where / f"{pid}.{window}.trace.json"
+    if trace_to == "grows":
+        threading.Thread(target=grow, args=(trace,), daemon=True).start()
+    else:
+        os.symlink(trace_to, trace)
     if answer_to == "plain":
         (where / f"{pid}.{window}.done.json").write_text(json.dumps(
             {"steps": 5, "marked_by": "pa.step()", "note": ""}))
     else:
         os.symlink(answer_to, where / f"{pid}.{window}.done.json")
+
+
+def grow(trace: Path) -> None:
+    with open(trace, "wb") as out:
+        out.write(b'{"traceEvents": [')
+        while not stop.exists():
+            out.write(b" " * 65536)
+            out.flush()
 
 
 signal.signal(signal.SIGUSR2, asked)

@@ -14,7 +14,6 @@ shape of a run's, its target the process (pid, command line, start time, user).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
@@ -27,13 +26,12 @@ from typing import Any
 
 import psutil
 
-from profile_all import on_demand, validate
+from profile_all import validate
 from profile_all.backends.memory.backend import DEFAULT_INTERVAL
 from profile_all.backends.py_spy_recorder import Recorder, why_not
 from profile_all.errors import ProfileAllError, UsageError
 from profile_all.runner import attach_window
 from profile_all.runner.child_processes import Stopped, StopRequests
-from profile_all.runner.listen_folder import ListenFolder
 from profile_all.runs.folder import RunDirectory
 
 _SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"
@@ -98,7 +96,7 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
     said = progress or (lambda line: None)
     attached = Attached(process.pid, _described(process), run_dir)
     stops = StopRequests()
-    with stops.installed(), _only_attach(process, run_dir) as listening:
+    with stops.installed(), _only_attach(process, run_dir) as hold:
         attached.cpu = (_cpu(process), 0.0)
         attached.spy = Recorder(process.pid, run_dir.scratch / "py_spy.json",
                                 run_dir.scratch / "py_spy.log", rate=rate, native=native,
@@ -123,66 +121,38 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
         attached.seconds = time.monotonic() - began
         _stop_memory_sampler(sampler)
         if torch_steps is not None and not attached.ended:
-            _window(process, listening, torch_steps, attached, stops, said)
+            _window(process, hold, torch_steps, attached, stops, said)
     return attached
 
 
 @contextlib.contextmanager
 def _only_attach(process: psutil.Process, run_dir: RunDirectory
-                 ) -> Iterator[list[ListenFolder]]:
-    """One attach at a time: the lock in the process's listen folder where it listens,
-    whoever attaches (two users took each other's torch.profiler windows), else this
-    user's; a second attach is refused. Yields a list that holds the folder (made where
-    the process listens only later, by `_window`)."""
-    folder = attach_window.found(process)
-    if folder is not None:
-        lock = folder.lock(attach_window.LOCK.format(pid=process.pid))
-        where = folder.path / attach_window.LOCK.format(pid=process.pid)
-    else:
-        mine = on_demand.own_folder()
-        where = mine / f"attach-{process.pid}.lock" if mine is not None else None
-        lock = _own_lock(where) if where is not None else -1
-    if lock is None:
-        if folder is not None:
-            folder.close()
+                 ) -> Iterator[attach_window.Hold]:
+    """One attach at a time (attach_window.Hold); a second is refused in one line, its
+    folder never made."""
+    hold = attach_window.Hold(process)
+    try:
+        refused = hold.take()
+    except OSError as error:
+        refused = f"cannot take the attach lock of process {process.pid}: {error}"
+    if refused:
+        hold.close()
         run_dir.discard()
-        raise UsageError(f"another profile-all attach is attached to process {process.pid} "
-                         f"(it holds {where}): wait for it to end")
-    held = [folder] if folder is not None else []
+        raise UsageError(refused)
     try:
-        yield held
+        yield hold
     finally:
-        if lock >= 0:
-            os.close(lock)
-        for one in held:
-            one.close()
+        hold.close()
 
 
-def _own_lock(path: Path) -> int | None:
-    lock = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock)
-        return None
-    return lock
-
-
-def _window(process: psutil.Process, listening: list[ListenFolder], steps: int,
+def _window(process: psutil.Process, hold: attach_window.Hold, steps: int,
             attached: Attached, stops: StopRequests, said: Callable[[str], None]) -> None:
     """Ask the process for a torch.profiler window of `steps` steps, where it listens, and
     keep its trace; where it does not, or refused, say why in `window_note`."""
-    if not listening:
-        folder = attach_window.found(process)
-        if folder is None:
-            attached.window_note = attach_window.not_listening(process)
-            return
-        listening.append(folder)
-        if folder.lock(attach_window.LOCK.format(pid=process.pid)) is None:
-            attached.window_note = ("no operator or kernel trace: another profile-all "
-                                    "attach holds the process's torch.profiler window")
-            return
-    folder = listening[0]
+    folder, why_not = hold.listening()
+    if folder is None:
+        attached.window_note = why_not
+        return
     said(f"asking process {process.pid} for a torch.profiler window of {steps} steps (up to "
          f"{attach_window.WINDOW_WAIT:g} s; Ctrl-C ends it with the steps so far)")
     try:

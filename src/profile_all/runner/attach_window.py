@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -63,6 +63,70 @@ def found(process: psutil.Process) -> ListenFolder | None:
         folder.close()
         return None
     return folder
+
+
+class Hold:
+    """What one attach holds of a process: its listen folder, where it listens, and the
+    lock that makes this attach the only one: in that folder, whoever attaches, else
+    this user's own (a process that does not listen has no window to take)."""
+
+    def __init__(self, process: psutil.Process) -> None:
+        self.process, self.folder = process, found(process)
+        self._locks: list[int] = []
+
+    def take(self) -> str:
+        """"" once the lock is held; else why this attach is refused."""
+        pid = self.process.pid
+        if self.folder is not None:
+            where = self.folder.path / LOCK.format(pid=pid)
+            lock = self.folder.lock(where.name)
+        else:
+            mine = on_demand.own_folder()
+            if mine is None:  # another user made this user's folder: no lock to be had
+                return ""
+            where = mine / f"attach-{pid}.lock"
+            lock = _own_lock(where)
+        if lock is None:
+            return (f"another profile-all attach is attached to process {pid} (it holds "
+                    f"{where}): wait for it to end")
+        self._locks.append(lock)
+        return ""
+
+    def listening(self) -> tuple[ListenFolder | None, str]:
+        """(the folder, "") where the process listens, else (None, why no window): a
+        process that began listening during the sampling is locked now."""
+        if self.folder is not None:
+            return self.folder, ""
+        folder = found(self.process)
+        if folder is None:
+            return None, not_listening(self.process)
+        self.folder = folder
+        try:
+            lock = folder.lock(LOCK.format(pid=self.process.pid))
+        except OSError as error:
+            return None, f"no operator or kernel trace: {error}"
+        if lock is None:
+            return None, ("no operator or kernel trace: another profile-all attach holds "
+                          "the process's torch.profiler window")
+        self._locks.append(lock)
+        return folder, ""
+
+    def close(self) -> None:
+        for lock in self._locks:
+            os.close(lock)
+        self._locks = []
+        if self.folder is not None:
+            self.folder.close()
+
+
+def _own_lock(path: Path) -> int | None:
+    lock = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        return None
+    return lock
 
 
 def _same_pid_namespace(pid: int) -> bool:
@@ -114,11 +178,16 @@ def answer(folder: ListenFolder, window_id: str, process: psutil.Process,
 def copied_trace(folder: ListenFolder, window_id: str, into: Path) -> Path:
     """The window's trace, copied out of the folder into `into` (within the readers'
     bound on a file's size), and removed there."""
-    name = f"{folder.pid}.{window_id}.trace.json"
+    name, bound = f"{folder.pid}.{window_id}.trace.json", limits.current().max_unpacked
     try:
-        with folder.opened(name, limits.current().max_unpacked) as source, \
-                open(into, "wb") as kept:
-            shutil.copyfileobj(source, kept, 1 << 20)
+        with folder.opened(name, bound) as source, open(into, "wb") as kept:
+            copied = 0
+            while chunk := source.read(min(1 << 20, bound + 1 - copied)):
+                kept.write(chunk)
+                copied += len(chunk)
+                if copied > bound:  # it grew as it was read
+                    raise Refused(errno.EFBIG, f"more than {bound:,} bytes",
+                                  str(folder.path / name))
     finally:
         folder.remove(name)
     return into

@@ -98,22 +98,33 @@ class ListenFolder:
     def opened(self, name: str, limit: int) -> BinaryIO:
         """File `name` of the folder, open to read: a regular file of the process's user's,
         of `limit` bytes at most; Refused otherwise."""
+        fd = self._open(name)
+        said = os.fstat(fd)
+        why = self._not_theirs(said) or (
+            f"{said.st_size:,} bytes, more than {limit:,}" if said.st_size > limit else "")
+        if why:
+            os.close(fd)
+            raise Refused(errno.EFBIG if said.st_size > limit else errno.EPERM, why,
+                          str(self.path / name))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _open(self, name: str) -> int:
+        """A descriptor of `name`, opened to read without following a link."""
         try:
-            fd = os.open(name, _READ, dir_fd=self.fd)
+            return os.open(name, _READ, dir_fd=self.fd)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise Refused(errno.ELOOP, "a symbolic link", str(self.path / name)) from None
             raise
-        said = os.fstat(fd)
-        why = ("not a regular file" if not stat.S_ISREG(said.st_mode) else
-               f"owned by uid {said.st_uid}, not the process's user" if said.st_uid != self.uid
-               else f"{said.st_size:,} bytes, more than {limit:,}" if said.st_size > limit
-               else "")
-        if why:
-            os.close(fd)
-            raise Refused(errno.EPERM, why, str(self.path / name))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+
+    def _not_theirs(self, said: os.stat_result) -> str:
+        """Why a file is not one the process's user made there ("" where it is)."""
+        if not stat.S_ISREG(said.st_mode):
+            return "not a regular file"
+        if said.st_uid != self.uid:
+            return f"owned by uid {said.st_uid}, not the process's user"
+        return ""
 
     def read(self, name: str, limit: int) -> bytes:
         """File `name`, whole, `limit` bytes at most (a file that grows as it is read is
@@ -160,17 +171,16 @@ class ListenFolder:
         """A descriptor holding the exclusive lock on file `name` (made where absent, the
         process's user's); None while another holds it, whoever that is."""
         try:
-            fd = os.open(name, _READ, dir_fd=self.fd)
+            fd = self._open(name)
         except FileNotFoundError:
             try:
                 fd = self._created(name, os.O_RDONLY)
             except FileExistsError:
                 return self.lock(name)
-        said = os.fstat(fd)
-        if not stat.S_ISREG(said.st_mode) or said.st_uid != self.uid:
+        why = self._not_theirs(os.fstat(fd))
+        if why:
             os.close(fd)
-            raise Refused(errno.EPERM, "not a lock file of the process's user's",
-                          str(self.path / name))
+            raise Refused(errno.EPERM, why, str(self.path / name))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
