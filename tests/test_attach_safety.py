@@ -260,18 +260,64 @@ def test_a_job_still_importing_is_not_listening_yet(tmp_path):
 
 
 @as_root_with_a_second_user
-def test_a_lock_file_planted_as_a_link_refuses_the_attach(tmp_path, shared):
+@pytest.mark.parametrize("planted, said", [
+    (["ln", "-sfn", "VICTIM"], "[Errno 40] a symbolic link"),
+    (["mkfifo"], "[Errno 1] not a regular file"), (["mkdir"], "[Errno 1] not a regular file")])
+def test_a_lock_file_planted_otherwise_refuses_the_attach(tmp_path, shared, planted, said):
+    """A link, a FIFO, a folder planted as the lock: a traceback, exit 1, a work folder
+    left behind."""
     victim = tmp_path / "victim"
     victim.write_text("root's own")
     with Target("crafty_listener.py", str(shared / "stop"), "plain", "/dev/null",
                 nobody=True, env={"HOME": str(shared)}) as crafty:
         crafty.wait_for("ready")
         lock = Path(f"/tmp/profile-all-listen-65534/{crafty.pid}.attach.lock")
-        subprocess.run([*NOBODY, "ln", "-sfn", str(victim), str(lock)], check=True)
+        subprocess.run([*NOBODY, *[str(victim) if a == "VICTIM" else a for a in planted],
+                        str(lock)], check=True)
         done = profile_all("attach", crafty.pid, "--duration", "0.5", "-o", tmp_path / "run")
         (shared / "stop").touch()
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        f"profile-all: error: cannot take the attach lock of process {crafty.pid}: [Errno 40] "
-        f"a symbolic link: '{lock}'"]
-    assert victim.read_text() == "root's own" and not (tmp_path / "run").exists()
+        f"profile-all: error: cannot take the attach lock of process {crafty.pid}: {said}: "
+        f"'{lock}'"]
+    assert victim.read_text() == "root's own"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim"]
+
+
+def test_a_stop_during_the_window_is_said(tmp_path):
+    """SIGTERM to attach as the window was open: `complete`, exit 0, nothing said of the
+    window cut short."""
+    with Target("listening_loop.py", str(tmp_path / "stop")) as loop:
+        loop.wait_for("ready")
+        attach = _attach(loop.pid, tmp_path / "run", "--duration", "0.3", "--torch-steps",
+                         "100000")
+        while "asking process" not in attach.stderr.readline():
+            assert attach.poll() is None
+        loop.wait_for("profiler on")
+        time.sleep(0.5)
+        attach.send_signal(signal.SIGTERM)
+        _out, err = attach.communicate(timeout=120)
+        loop.wait_for("profiler off")
+        (tmp_path / "stop").touch()
+    assert attach.returncode == 143, err
+    report = pa.load(tmp_path / "run")
+    assert (report.meta.status, report.meta.stopped_by) == ("interrupted", "SIGTERM")
+    steps = report.meta.passes[0].steps
+    assert 0 < steps < 100000
+    assert (f"the torch.profiler window ended early: profile-all attach asked ({steps} of "
+            "the 100000 steps asked for)") in report.meta.doubts
+
+
+def test_a_job_that_ends_during_a_window_ends_well(tmp_path):
+    """torch ends a process whose profiler still runs with a segmentation fault: a job
+    that ended as its window was open exited 139 instead of 0. It ends the window first,
+    and the attach gets the steps it took."""
+    with Target("listening_loop.py", str(tmp_path / "stop"), "ends") as loop:
+        loop.wait_for("ready")
+        done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "1000",
+                           "-o", tmp_path / "run")
+        loop.wait_for("ended")
+        assert loop.process.wait(30) == 0
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert "the torch.profiler window ended with the process" in " ".join(report.meta.doubts)

@@ -100,3 +100,31 @@ def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
         "killer picks the biggest process (dmesg says); the passes after it ran in fresh "
         "interpreters, each importing torch")
     assert set(report.frame["backend"]) >= {"wallclock", "cprofile", "memory"}
+
+
+def test_a_fork_server_killed_as_it_starts_is_replaced(tmp_path):
+    """Killed in its first 50 ms (as profile-all told it what more to import): exit 1,
+    nothing said, nothing written. The run starts another, or runs its passes fresh."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    command = subprocess.Popen(
+        [sys.executable, "-m", "profile_all", "run", str(TARGETS / "speed.py"), "-b",
+         "wallclock", "-b", "cprofile", "-o", str(tmp_path / "run"), "-q"],
+        stderr=subprocess.PIPE, text=True)
+    deadline, killed = time.monotonic() + 30, None
+    while killed is None and time.monotonic() < deadline:
+        for child in psutil.Process(command.pid).children():
+            if "profile_all.runner.forkserver" in " ".join(child.cmdline()):
+                os.kill(child.pid, signal.SIGKILL)
+                killed = child.pid
+                break
+        time.sleep(0.002)
+    _out, err = command.communicate(timeout=240)
+    assert killed is not None
+    assert command.returncode == 0, err
+    assert err.splitlines()[-1] == f"profile-all: complete, exit code 0: {tmp_path / 'run'}"
+    assert [p.status for p in pa.load(tmp_path / "run").meta.passes] == ["ok", "ok"]

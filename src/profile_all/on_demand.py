@@ -132,9 +132,14 @@ def _forget_the_dead(where: Path) -> None:
 
 
 def _unlisten() -> None:
-    """(At exit.) This process's marker gone, and a request it did not take; a window's
-    answer and trace stay for the attach that reads them (and removes them) as this
-    process ends, and the next process that listens removes what is left."""
+    """(At exit.) A window still open ended, its trace and answer written for its asker
+    (torch ends a process whose profiler still runs with a segmentation fault: a job that
+    ended during a window exited 139); this process's marker gone, and a request it did
+    not take. A window's answer and trace stay for the attach that reads them (and
+    removes them) as this process ends; the next process that listens removes the rest."""
+    window = _window
+    if window is not None:
+        window.end("ended with the process", answer=window.asker_alive())
     where, pid = folder(), os.getpid()
     for mine in (f"{pid}.json", f"{pid}.request.json"):
         with contextlib.suppress(OSError):

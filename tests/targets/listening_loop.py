@@ -3,7 +3,8 @@ argv[1] exists. It prints `ready` once it trains, and `profiler on` / `profiler 
 a torch.profiler session starts and ends in it (checked each step). argv[2]:
 `own`: the loop runs inside a torch.profiler session of its own, whose event count it
 prints at the end (`own events N`); `opens-own`: once a window is open, it opens a
-session of its own for 3 steps and prints that session's event count."""
+session of its own for 3 steps and prints that session's event count; `ends`: once a
+window is open, it ends (its exit status tells whether the window was ended cleanly)."""
 
 import sys
 import time
@@ -39,6 +40,8 @@ def train(steps: int | None = None) -> None:
         if now != was:
             print(f"profiler {'on' if now else 'off'}", flush=True)
             was = now
+        if mode == "ends" and now:
+            return
         if mode == "opens-own" and now:
             with torch.profiler.profile() as own:
                 for _ in range(3):

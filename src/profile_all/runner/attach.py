@@ -56,6 +56,7 @@ class Attached:
     memory_samples: Path | None = None
     window: dict[str, Any] = field(default_factory=dict)  # the torch window's answer
     trace: Path | None = None  # its trace, copied out of the process's folder
+    window_asked: int = 0  # the steps it was asked for
     window_note: str = ""
 
 
@@ -122,6 +123,9 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
         _stop_memory_sampler(sampler)
         if torch_steps is not None and not attached.ended:
             _window(process, hold, torch_steps, attached, stops, said)
+            if stops.signum is not None:  # stopped as the window was open: it was cut short
+                attached.stopped_by = signal.Signals(stops.signum).name
+                attached.ended = f"profile-all got {attached.stopped_by} during the window"
     return attached
 
 
@@ -153,6 +157,7 @@ def _window(process: psutil.Process, hold: attach_window.Hold, steps: int,
     if folder is None:
         attached.window_note = why_not
         return
+    attached.window_asked = steps
     said(f"asking process {process.pid} for a torch.profiler window of {steps} steps (up to "
          f"{attach_window.WINDOW_WAIT:g} s; Ctrl-C ends it with the steps so far)")
     try:

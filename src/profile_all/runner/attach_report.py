@@ -50,7 +50,8 @@ def written(attached: Attached, rate: int, idle: bool, command: list[str],
 def _record(attached: Attached, used: list[str], failures: list[dict[str, str]],
             artifacts: list[ArtifactRecord], command: list[str]) -> RunRecord:
     stopped = attached.stopped_by
-    doubts = [note for note in (attached.spy_failure, attached.window_note) if note]
+    doubts = [note for note in (attached.spy_failure, attached.window_note,
+                                _window_ended(attached)) if note]
     if attached.ended and not stopped:
         doubts.append(f"{attached.ended} after {attached.seconds:.3g} s of the attach: the "
                       "figures cover it up to there")
@@ -70,6 +71,16 @@ def _record(attached: Attached, used: list[str], failures: list[dict[str, str]],
                      command=command, environment=environment.collect(), passes=[one],
                      backend_facts=backends.facts_of(used), doubts=doubts,
                      artifacts=artifacts)
+
+
+def _window_ended(attached: Attached) -> str:
+    """How the torch.profiler window ended where it ended short of its steps: the
+    process's own words (its deadline, a session of its own, its end, a stop)."""
+    note = attached.window.get("note", "") if not attached.window.get("error") else ""
+    if not note:
+        return ""
+    return (f"the torch.profiler window {note} ({attached.window.get('steps', 0)} of the "
+            f"{attached.window_asked} steps asked for)")
 
 
 def _signal_number(name: str) -> int:

@@ -46,7 +46,11 @@ def take(modules: list[str], env: dict[str, str]) -> ForkServer | None:
     if modules[:len(FIRST)] != FIRST or early.env != env:
         early.close()
         return None
-    early.import_more(modules[len(FIRST):])
+    try:
+        early.import_more(modules[len(FIRST):])
+    except OSError:  # it is gone already (killed as it started): a new one then
+        early.close()
+        return None
     return early
 
 

@@ -76,8 +76,8 @@ class ForkServer:
         launch.write_text(json.dumps({"cwd": current_folder(self.cwd), "env": env}))
         stdin = _stdin()
         try:
-            send(self.channel, {"check": target_spec, "launch": str(launch),
-                                 "result": str(result)}, [stdin, 1, 2])
+            self._send({"check": target_spec, "launch": str(launch), "result": str(result)},
+                       [stdin, 1, 2])
         finally:
             if stdin != 0:
                 os.close(stdin)
@@ -106,8 +106,8 @@ class ForkServer:
         err_read, err_write = os.pipe()
         stdin = _stdin()
         try:
-            send(self.channel, {"spec": str(spec_path), "launch": str(launch)},
-                  [stdin, out_write, err_write])
+            self._send({"spec": str(spec_path), "launch": str(launch)},
+                       [stdin, out_write, err_write])
         finally:
             for fd in (out_write, err_write):
                 os.close(fd)
@@ -118,6 +118,13 @@ class ForkServer:
             raise ServerLost(f"the fork server was {self._ended()} before it forked a pass")
         return ForkedPass(message["pid"], self.lines, os.fdopen(out_read, "rb"),
                           os.fdopen(err_read, "rb"))
+
+    def _send(self, message: dict[str, Any], fds: list[int]) -> None:
+        try:
+            send(self.channel, message, fds)
+        except OSError:  # its socket closed: it is gone
+            raise ServerLost(f"the fork server was {self._ended()} before it was asked "
+                             "for a pass") from None
 
     def gone(self) -> str:
         """How the server ended, where it did while the run still needs it ("" while it
