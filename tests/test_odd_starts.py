@@ -46,23 +46,45 @@ def test_closed_standard_streams_are_dev_null(tmp_path):
     assert (report.meta.status, report.meta.passes[0].steps) == ("complete", 3)
 
 
+SPINS_IN = """import time
+import profile_all as pa
+for step in range(10):
+    with pa.region({name}):
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.03:
+            pass
+    pa.step()
+"""
+
+
 def test_paths_that_are_not_utf8_and_a_surrogate_region_name(tmp_path):
-    """A folder and a script named with bytes that are not UTF-8, run from that folder, and
-    a region named with a lone surrogate: `python` runs them, and so does every pass."""
-    folder = tmp_path / os.fsdecode(b"data\xff")
-    script = _script(folder, os.fsdecode(b"train\xfe.py"), region="'bad\\udcff'")
-    done = profile_all("run", script.name, "-b", "wallclock", "-b", "cprofile", "-o",
-                       tmp_path / "run", "--", tmp_path / "ran", cwd=folder)
+    """A folder and a script named with bytes that are not UTF-8, run from that folder
+    into its default reports/ folder, and a region named with a lone surrogate: `python`
+    runs them. There were tracebacks before the first pass, a timing pass killed by its
+    region's name, py-spy's panic on its output's path, torch's export refusing it,
+    Arrow refusing the folder's name, and a report lost."""
+    folder = tmp_path / os.fsdecode(b"data\xfe")
+    folder.mkdir()
+    script = folder / os.fsdecode(b"train\xff.py")
+    script.write_text(SPINS_IN.format(name="'bad\\udcff'"))
+    done = profile_all("run", script.name, "-b", "wallclock", "-b", "cprofile", "-b",
+                       "torch-profiler", "-b", "py-spy", cwd=folder)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    report = pa.load(tmp_path / "run")
+    run, = (folder / "reports").iterdir()
+    assert run.name.endswith("-train_")  # its name is text
+    report = pa.load(run)
     assert report.meta.status == "complete"
     assert report.meta.target["path"] == script.name  # the bytes, kept exactly
     regions = report.frame[report.frame["scope"] == "region"]
     assert set(regions["name"]) == {"bad\\xff"}  # shown as its escape
-    assert [p.status for p in report.meta.passes] == ["ok", "ok"]
+    assert [p.status for p in report.meta.passes] == ["ok"] * 4
     functions = report.frame[report.frame["backend"] == "cprofile"]["name"]
-    assert any(name.startswith("train\\xfe.py:") for name in functions)
+    assert any(name.startswith("train\\xff.py:") for name in functions)
+    assert (run / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()
+    assert (run / "artifacts" / "py_spy.svg").is_file()
+    assert "py-spy leaves out the frames of code in a file whose name is not UTF-8" in \
+        " ".join(f["error"] for p in report.meta.passes for f in p.backend_failures)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])

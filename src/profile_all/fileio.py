@@ -33,3 +33,22 @@ def current_folder(otherwise: str = "") -> str:
         return os.getcwd()
     except FileNotFoundError:
         return otherwise
+
+
+@contextlib.contextmanager
+def utf8_path(path: Path) -> Iterator[str]:
+    """`path` as a library written in C or C++ takes it (torch's exports, sqlite), which
+    is UTF-8 text: itself where it is, else (a folder named with bytes that are not
+    UTF-8, which Python holds as lone surrogates) the same file through its folder's
+    descriptor, /proc/self/fd/N/NAME (Linux). Its own name is profile-all's, UTF-8."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        folder = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield f"/proc/self/fd/{folder}/{Path(path).name}"
+        finally:
+            os.close(folder)
+        return
+    yield text

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profile_all.fileio import utf8_path
+
 SIGNAL = signal.SIGUSR2
 #: the longest window a request may ask for, whatever it says
 MOST_SECONDS = 600.0
@@ -111,7 +113,8 @@ class Window:
         try:
             self.profile.stop()
             if answer:
-                self.profile.export_chrome_trace(str(self.trace))
+                with utf8_path(self.trace) as path:
+                    self.profile.export_chrome_trace(path)
         except Exception as error:  # never into the process
             said["error"] = f"{type(error).__name__}: {error}"
         if answer:

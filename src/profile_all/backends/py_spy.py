@@ -28,6 +28,7 @@ from profile_all.backends.flame_svg import flame_svg
 from profile_all.backends.py_spy_recorder import Recorder, why_not
 from profile_all.fileio import current_folder
 from profile_all.rows import Facts
+from profile_all.safe_text import utf8
 
 DEFAULT_RATE = 50
 MAX_RATE = 1000
@@ -93,6 +94,9 @@ class PySpy(Backend):
 
         if not self._recorder.output.is_file():  # py-spy failed as it stopped: said
             return Collected()
+        if any(utf8(part) != part for part in ctx.command[1:2]):
+            self.notes.append("py-spy leaves out the frames of code in a file whose name is "
+                              "not UTF-8 (the script's): its stacks stop above them")
         rows = sampled_rows(read_speedscope(self._recorder.output), 1 / self._rate,
                             self.options.get("lines", []), root_pid=os.getpid(),
                             on_cpu=not self.options.get("idle"))

@@ -115,6 +115,21 @@ def _wait(process: subprocess.Popen | apart_process.Apart, seconds: float) -> No
     process.wait()
 
 
+def _held_folder(output: Path) -> int | None:
+    """A descriptor of `output`'s folder where its path is not UTF-8 text, which py-spy
+    (its argument parser) refuses with a panic: it writes through this process's
+    descriptor instead (/proc/PID/fd/N/NAME); None where the path is text."""
+    try:
+        str(output).encode("utf-8")
+    except UnicodeEncodeError:
+        return os.open(output.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return None
+
+
+def _argument(output: Path, folder: int | None) -> str:
+    return str(output) if folder is None else f"/proc/{os.getpid()}/fd/{folder}/{output.name}"
+
+
 class Recorder:
     """`py-spy record` of process `pid` into `output` (speedscope JSON), its own output in
     `log`. `own`: the recorded process is this one (it allows py-spy to read it)."""
@@ -122,8 +137,10 @@ class Recorder:
     def __init__(self, pid: int, output: Path, log: Path, *, rate: int, native: bool = False,
                  idle: bool = False, subprocesses: bool = True, own: bool = False) -> None:
         self.pid, self.output, self.log, self.own = pid, output, log, own
+        self._folder = _held_folder(output)
         self.command = [binary() or "py-spy", "record", "--pid", str(pid), "--rate", str(rate),
-                        "--format", "speedscope", "--output", str(output), "--full-filenames",
+                        "--format", "speedscope", "--output", _argument(output, self._folder),
+                        "--full-filenames",
                         *(["--native"] if native else []), *(["--idle"] if idle else []),
                         *(["--subprocesses"] if subprocesses else [])]
         self.process: subprocess.Popen | apart_process.Apart | None = None
@@ -171,6 +188,9 @@ class Recorder:
             self.process.wait()
             raise ProfileAllError(f"py-spy had not written its file {patience:g} s after it "
                                   "was told to stop: nothing sampled is kept") from None
+        if self._folder is not None:
+            os.close(self._folder)
+            self._folder = None
         if self.process.returncode != 0 or not self.output.is_file():
             raise ProfileAllError(self.failure())
 

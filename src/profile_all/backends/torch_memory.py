@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profile_all.backends.base import Artifact, Backend, Collected, PassContext
+from profile_all.fileio import utf8_path
 from profile_all.rows import row
 
 #: torch's categories as the report names them
@@ -71,7 +72,8 @@ class TorchMemory(Backend):
         self._marks.append(time.perf_counter())
         if self._cuda:
             self._snapshot = ctx.artifact_path(SNAPSHOT)
-            self._torch.cuda.memory._dump_snapshot(str(self._snapshot))
+            with utf8_path(self._snapshot) as path:
+                self._torch.cuda.memory._dump_snapshot(path)
             self._torch.cuda.memory._record_memory_history(enabled=None)
 
     def collect(self, ctx: PassContext) -> Collected:

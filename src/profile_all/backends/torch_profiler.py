@@ -42,6 +42,7 @@ from urllib.parse import quote
 from profile_all import validate
 from profile_all.backends.base import Artifact, Backend, Collected, Option, PassContext
 from profile_all.errors import ProfileAllError
+from profile_all.fileio import utf8_path
 
 OPTION_NAMES = ("record_shapes", "profile_memory", "with_flops", "with_stack")
 #: a trace this large (bytes of JSON) is read only once the memory torch held for the
@@ -140,8 +141,12 @@ class TorchProfiler(Backend):
 
     def _export(self, profile: Any) -> None:
         tmp = self._path.with_name(f".{os.getpid()}.{self._path.name}")  # plain JSON
-        profile.export_chrome_trace(str(tmp))
-        os.replace(tmp, self._path)
+        try:
+            with utf8_path(tmp) as path:
+                profile.export_chrome_trace(path)
+            os.replace(tmp, self._path)
+        finally:  # a full disk: the half-written file goes, with the space it holds
+            tmp.unlink(missing_ok=True)
         self._exported = True
 
     def stop(self, ctx: PassContext) -> None:

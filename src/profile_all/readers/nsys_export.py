@@ -21,7 +21,8 @@ class NsysExport:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            # a URI: its path percent-encoded, bytes that are not UTF-8 and `?`/`#` too
+            self.db = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True)
             tables = self.db.execute("select name from sqlite_master where type='table'")
             self.tables = {name for (name,) in tables}
         except sqlite3.DatabaseError as error:

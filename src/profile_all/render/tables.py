@@ -11,6 +11,7 @@ import pandas as pd
 
 from profile_all import units as fmt
 from profile_all.rows import region_paths
+from profile_all.safe_text import utf8
 
 if TYPE_CHECKING:
     from profile_all.report.report import Report
@@ -215,7 +216,7 @@ def lines_table(report: Report) -> pd.DataFrame:
 
 def open_commands(report: Report) -> list[tuple[str, str, str]]:
     """(backend, native file, the command that opens it) for every native file of the run."""
-    run_dir = str(report.run_dir) if report.run_dir else "RUN"
+    run_dir = utf8(str(report.run_dir)) if report.run_dir else "RUN"  # bytes as escapes
     # the command is text from meta.json: a placeholder replaced, never str.format
     return [(a.backend, a.path, a.open_command.replace("{run_dir}", run_dir))
             for a in report.meta.artifacts]

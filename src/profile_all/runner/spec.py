@@ -114,17 +114,23 @@ class PassResult:
     later: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> bytes:
-        """JSON; a name that is not UTF-8 text (a function of a script whose path is bytes)
-        is written as `safe_text.utf8` shows it: names are for reading."""
+        """JSON; where a string is not UTF-8 text (a function of a script whose path is
+        bytes, a folder so named), the rows' names are written as `safe_text.utf8` shows
+        them (names are for reading) and the rest (paths) exactly, with Python's escapes."""
         said = dataclasses.asdict(self)
         try:
             return orjson.dumps(said, option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:
-            return orjson.dumps(utf8_all(said), option=orjson.OPT_SERIALIZE_NUMPY)
+            for table in ("rows", "samples", "timeline", "step_times"):
+                said[table] = utf8_all(said[table])
+            return json.dumps(said, default=_plain).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> PassResult:
-        return cls(**orjson.loads(data))
+        try:
+            return cls(**orjson.loads(data))
+        except orjson.JSONDecodeError:  # Python's escapes of lone surrogates
+            return cls(**json.loads(data))
 
     def with_more(self, rows: list[list[Any]], artifacts: list[dict[str, str]],
                   failures: list[dict[str, str]]) -> PassResult:
@@ -132,6 +138,13 @@ class PassResult:
         return dataclasses.replace(self, rows=self.rows + rows,
                                    artifacts=self.artifacts + artifacts,
                                    backend_failures=self.backend_failures + failures)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy number or array as JSON has it (what orjson's OPT_SERIALIZE_NUMPY writes)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def not_started(spec: PassSpec, signum: int) -> PassResult:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import time
@@ -51,6 +52,9 @@ def _remove_abandoned(parent: Path, own: Path) -> None:
 
 
 def _default_path(label: str) -> Path:
+    """reports/<time>-<label>; a label's bytes that are not UTF-8 (a script's name) as
+    `_`: the folder is named in text every tool can show and type."""
+    label = re.sub("[\ud800-\udfff]", "_", label)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = DEFAULT_ROOT / f"{stamp}-{label}"
     suffix = 2

@@ -69,19 +69,21 @@ def _findings_and_theirs(report: Report) -> dict[str, pd.DataFrame]:
 
 
 def _write_rows(report: Report, run_dir: Path) -> None:
-    with atomic_path(run_dir / "report.parquet") as tmp:
-        pyarrow.parquet.write_table(_with_run_metadata(report), tmp)
-    with atomic_path(run_dir / "samples.parquet") as tmp:
-        report.samples.to_parquet(tmp, index=False)
-    with atomic_path(run_dir / "timeline.parquet") as tmp:
-        report.timeline.to_parquet(tmp, index=False)
+    # Arrow is handed open files, not paths: it takes a path as UTF-8, which a folder's
+    # name need not be
+    with atomic_path(run_dir / "report.parquet") as tmp, tmp.open("wb") as out:
+        pyarrow.parquet.write_table(_with_run_metadata(report), out)
+    with atomic_path(run_dir / "samples.parquet") as tmp, tmp.open("wb") as out:
+        report.samples.to_parquet(out, index=False)
+    with atomic_path(run_dir / "timeline.parquet") as tmp, tmp.open("wb") as out:
+        report.timeline.to_parquet(out, index=False)
     # with the rows, before the CSV and the pages: a disk that fills at report.html (its
     # charts: megabytes) leaves a folder that `load` reads (kept as NAME.unsaved)
     write_atomic(run_dir / "meta.json", json.dumps(report.meta.to_json(), indent=2, default=str))
-    with atomic_path(run_dir / "report.csv") as tmp:  # arrow's writer: 5x pandas'
-        pyarrow.csv.write_csv(
+    with atomic_path(run_dir / "report.csv") as tmp, tmp.open("wb") as out:
+        pyarrow.csv.write_csv(  # arrow's writer: 5x pandas'
             pyarrow.Table.from_pandas(output_formats.visible_text(report.frame),
-                                      preserve_index=False), tmp,
+                                      preserve_index=False), out,
             pyarrow.csv.WriteOptions(quoting_style="needed"))
 
 
@@ -124,7 +126,8 @@ def load(run_dir: str | Path) -> Report:
                          "deeper than Python's JSON reader goes)") from None
     meta = RunRecord.from_json(said, run_dir)
     try:
-        frame = pd.read_parquet(run_dir / "report.parquet")
+        with (run_dir / "report.parquet").open("rb") as rows:
+            frame = pd.read_parquet(rows)
     except FileNotFoundError:
         raise UsageError(f"{run_dir}/report.parquet is missing") from None
     except (OSError, ValueError, pyarrow.ArrowException) as error:
@@ -158,7 +161,8 @@ def _table(run_dir: Path, name: str, columns: list[str],
     """One of the run's extra tables (samples, timeline); None (the Report makes it empty)
     for a run saved without it."""
     try:
-        table = pd.read_parquet(run_dir / name)
+        with (run_dir / name).open("rb") as rows:
+            table = pd.read_parquet(rows)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, pyarrow.ArrowException) as error:
