@@ -95,7 +95,7 @@ def _what_is_kept(kept: Path) -> str:
     if all((kept / name).is_file() for name in (
             "meta.json", "report.parquet", "samples.parquet", "timeline.parquet")):
         held.append(f"its rows and meta.json (profile-all show {kept}; with --html, once "
-                    "there is room, it writes the pages)")
+                    "there is room, it writes report.html)")
     elif any((kept / "scratch").glob("pass*.result.rank*.json")):
         held.append("the passes' rows in scratch/ (JSON)")
     if any(path.is_file() and path.stat().st_size for path in (kept / "artifacts").iterdir()):
@@ -191,16 +191,23 @@ class RunDirectory:
         try:
             save(report, self.work, kept if meanwhile else None)
         except OSError as error:
-            raise self._unsaved(error) from None
+            raise self._unsaved(error, report) from None
         report.run_dir = self.commit()
         if raised:
             raise raised[0]
         return report
 
-    def _unsaved(self, error: OSError) -> SaveError:
-        """The report could not be written: the work folder, with what was measured,
-        placed beside as NAME.unsaved (a hidden work folder is removed by the next run),
-        the name released, and one line that says so."""
+    def _unsaved(self, error: OSError, report: Any) -> SaveError:
+        """The report could not be written: what `load` reads written alone once more,
+        in the room the files made from it leave (they go), the work folder, with what
+        was measured, placed beside as NAME.unsaved (a hidden work folder is removed by
+        the next run), the name released, and one line that says so."""
+        from profile_all.runs.store import DERIVED, save_rows
+
+        for derived in DERIVED:
+            (self.work / derived).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            save_rows(report, self.work)
         kept = self.final.with_name(self.final.name + UNSAVED)
         if kept.exists() or kept.is_symlink():
             kept = _free_name(kept)

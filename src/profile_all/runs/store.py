@@ -69,6 +69,21 @@ def _findings_and_theirs(report: Report) -> dict[str, pd.DataFrame]:
 
 
 def _write_rows(report: Report, run_dir: Path) -> None:
+    save_rows(report, run_dir)
+    with atomic_path(run_dir / "report.csv") as tmp, tmp.open("wb") as out:
+        pyarrow.csv.write_csv(  # arrow's writer: 5x pandas'
+            pyarrow.Table.from_pandas(output_formats.visible_text(report.frame),
+                                      preserve_index=False), out,
+            pyarrow.csv.WriteOptions(quoting_style="needed"))
+
+
+#: what `save` writes besides the rows and meta.json, each made from them
+DERIVED = ("report.csv", "summary.md", "report.html")
+
+
+def save_rows(report: Report, run_dir: Path) -> None:
+    """What `load` reads (the rows' three tables and meta.json), and no more: written
+    first, and again alone where a full disk stopped the save."""
     # Arrow is handed open files, not paths: it takes a path as UTF-8, which a folder's
     # name need not be
     with atomic_path(run_dir / "report.parquet") as tmp, tmp.open("wb") as out:
@@ -80,11 +95,6 @@ def _write_rows(report: Report, run_dir: Path) -> None:
     # with the rows, before the CSV and the pages: a disk that fills at report.html (its
     # charts: megabytes) leaves a folder that `load` reads (kept as NAME.unsaved)
     write_atomic(run_dir / "meta.json", json.dumps(report.meta.to_json(), indent=2, default=str))
-    with atomic_path(run_dir / "report.csv") as tmp, tmp.open("wb") as out:
-        pyarrow.csv.write_csv(  # arrow's writer: 5x pandas'
-            pyarrow.Table.from_pandas(output_formats.visible_text(report.frame),
-                                      preserve_index=False), out,
-            pyarrow.csv.WriteOptions(quoting_style="needed"))
 
 
 def _write_pages(report: Report, run_dir: Path, whole: list[sections.Shown]) -> None:
