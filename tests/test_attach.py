@@ -95,6 +95,10 @@ def test_a_loop_that_does_not_listen_is_sampled_and_said_so(tmp_path):
     assert "torch-profiler" not in set(report.frame["backend"])
     assert any(doubt.startswith("no operator or kernel trace: the process does not listen")
                for doubt in report.meta.doubts)
+    from profile_all import on_demand  # its lock, in this user's folder, went with it
+    from profile_all.runner.listen_folder import file_name
+
+    assert not (on_demand.folder() / f"{file_name(loop.pid)}.attach.lock").exists()
 
 
 def test_pa_listen_marks_a_window_by_optimizer_steps(tmp_path):
@@ -217,7 +221,7 @@ def test_a_listening_process_s_files_are_gone_with_it(tmp_path):
     from profile_all import on_demand
 
     with Loop(tmp_path) as loop:
-        marker = on_demand.folder() / f"{loop.pid}.json"
+        marker = on_demand.folder() / f"{on_demand.pid_namespace()}-{loop.pid}.json"
         assert marker.exists()
         loop.process.terminate()
         loop.process.wait()

@@ -72,6 +72,7 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["run", SCRIPT, "--bogus"], "No such option: --bogus"),
     (["run", SCRIPT, "-o", "{full}"], "exists and is not empty"),
     (["run", SCRIPT, "-o", "{a_file}/run"], "cannot write the output folder"),
+    (["run", SCRIPT, "-o", "{a_file}"], "is a file, not a folder: give -o a folder's name"),
     (["model"], "Missing argument 'spec'"),
     (["model", MODEL + ":mlp"], "Missing option '--input-shape'"),
     (["model", MODEL + ":mlp", "--input-shape", "1,a"], "--input-shape wants positive integers"),

@@ -100,6 +100,8 @@ def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
         "killer picks the biggest process (dmesg says); the passes after it ran in fresh "
         "interpreters, each importing torch")
     assert set(report.frame["backend"]) >= {"wallclock", "cprofile", "memory"}
+    assert report.meta.process_start == \
+        "fork, from pass 2: fresh interpreter (the fork server was gone)"
 
 
 def test_a_fork_server_killed_as_it_starts_is_replaced(tmp_path):

@@ -50,6 +50,23 @@ _marks_steps = False  # the process calls pa.step(): its steps are those
 _asked_to_listen = False  # by its first pa.step(), once
 
 
+def pid_namespace(pid: int | str = "self") -> str:
+    """The number of process `pid`'s PID namespace, as this process sees it ("0" where it
+    cannot be read)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid").rpartition("[")[2].rstrip("]")
+    except OSError:
+        return "0"
+
+
+def _me() -> str:
+    """What names this process's files in its listen folder: its PID namespace and its
+    pid there. A pid alone named two processes at once (containers, and PID namespaces
+    on one host, share /tmp: each has its pid 1), and one listener removed another's
+    marker, its pid taken for a process of its own namespace that was gone."""
+    return f"{pid_namespace()}-{os.getpid()}"
+
+
 def folder_name(uid: int) -> str:
     return f"profile-all-listen-{uid}"
 
@@ -93,7 +110,7 @@ def listen(marks_steps: bool = False) -> bool:
         return False
     _forget_the_dead(where)
     try:
-        (where / f"{os.getpid()}.json").write_text(json.dumps(
+        (where / f"{_me()}.json").write_text(json.dumps(
             {"pid": os.getpid(), "start": start_time(os.getpid()),
              "python": sys.executable}))
     except OSError:
@@ -119,15 +136,22 @@ def stepped() -> None:
 
 def _forget_the_dead(where: Path) -> None:
     """The files of processes that listened and are gone (a SIGTERM skips atexit): a
-    marker whose pid runs no more, or runs another process (its start time differs)."""
-    for marker in where.glob("*.json"):
-        pid = marker.name.split(".")[0]
-        if not pid.isdigit() or marker.name != f"{pid}.json":
+    marker whose pid runs no more, or runs another process (its start time differs); and
+    the lock an attach killed outright left of a process that is gone."""
+    ours = f"{pid_namespace()}-"  # (another namespace's pids mean nothing here)
+    for lock in where.glob(f"{ours}*.attach.lock"):
+        pid = lock.name.removeprefix(ours).split(".")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                lock.unlink()
+    for marker in where.glob(f"{ours}*.json"):
+        pid = marker.name.removeprefix(ours).split(".")[0]
+        if not pid.isdigit() or marker.name != f"{ours}{pid}.json":
             continue
         with contextlib.suppress(OSError, ValueError):
             if json.loads(marker.read_text()).get("start") == start_time(int(pid)):
                 continue
-            for stale in where.glob(f"{pid}.*"):
+            for stale in where.glob(f"{ours}{pid}.*"):
                 stale.unlink()
 
 
@@ -140,8 +164,8 @@ def _unlisten() -> None:
     window = _window
     if window is not None:
         window.end("ended with the process", answer=window.asker_alive())
-    where, pid = folder(), os.getpid()
-    for mine in (f"{pid}.json", f"{pid}.request.json"):
+    where, me = folder(), _me()
+    for mine in (f"{me}.json", f"{me}.request.json"):
         with contextlib.suppress(OSError):
             (where / mine).unlink()
 
@@ -149,7 +173,7 @@ def _unlisten() -> None:
 def _request() -> dict[str, Any] | None:
     """The request waiting in this process's folder, taken (read, then removed); None
     where there is none, or it is not what attach writes."""
-    path = folder() / f"{os.getpid()}.request.json"
+    path = folder() / f"{_me()}.request.json"
     try:
         with open(path, "rb") as said:
             data = said.read(_REQUEST_BYTES + 1)
@@ -190,7 +214,7 @@ def _open(asked: dict[str, Any]) -> None:
         if busy:
             _answer(window_id, {"refused": busy})
             return
-        _window = Window(asked, folder() / f"{os.getpid()}.{window_id}.trace.json",
+        _window = Window(asked, folder() / f"{_me()}.{window_id}.trace.json",
                          _marks_steps, lambda said: _answer(window_id, said), _closed)
     except Exception as error:  # never into the process
         _answer(window_id, {"error": f"{type(error).__name__}: {error}"})
@@ -216,7 +240,7 @@ def _own_session() -> str:
 
 
 def _answer(window_id: str, said: dict[str, Any]) -> None:
-    path = folder() / f"{os.getpid()}.{window_id}.done.json"
+    path = folder() / f"{_me()}.{window_id}.done.json"
     with contextlib.suppress(OSError):
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(said))

@@ -18,25 +18,26 @@ from profile_all import on_demand
 stop, answer_to, trace_to = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 where = on_demand.own_folder()
 pid = os.getpid()
-(where / f"{pid}.json").write_text(json.dumps({"pid": pid, "start": on_demand.start_time(pid)}))
+me = f"{on_demand.pid_namespace()}-{pid}"  # as a listener names its files
+(where / f"{me}.json").write_text(json.dumps({"pid": pid, "start": on_demand.start_time(pid)}))
 
 
 def asked(signum, frame):
-    request = where / f"{pid}.request.json"
+    request = where / f"{me}.request.json"
     try:
         window = json.loads(request.read_text())["id"]
     except (OSError, ValueError, KeyError):
         return
-    trace = where / f"{pid}.{window}.trace.json"
+    trace = where / f"{me}.{window}.trace.json"
     if trace_to == "grows":
         threading.Thread(target=grow, args=(trace,), daemon=True).start()
     else:
         os.symlink(trace_to, trace)
     if answer_to == "plain":
-        (where / f"{pid}.{window}.done.json").write_text(json.dumps(
+        (where / f"{me}.{window}.done.json").write_text(json.dumps(
             {"steps": 5, "marked_by": "pa.step()", "note": ""}))
     else:
-        os.symlink(answer_to, where / f"{pid}.{window}.done.json")
+        os.symlink(answer_to, where / f"{me}.{window}.done.json")
 
 
 def grow(trace: Path) -> None:

@@ -210,15 +210,20 @@ class Recorder:
         reason = "; ".join(errors[:2]) or (lines[-1] if lines else "no output")
         code = self.process.returncode if isinstance(self.process, subprocess.Popen) else None
         if SAMPLING in said and not errors:  # it sampled, then ended without a word
-            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
-                else "killed, by a signal or the out-of-memory killer"
-            return (f"py-spy ended without writing its samples of process {self.pid} ({how}, "
-                    "its log says nothing more): what it sampled is lost")
+            return self._killed(code)
         status = f" (exit {code})" if code is not None else ""  # (apart: not ours to know)
         text = f"py-spy could not sample process {self.pid}{status}: {reason[:300]}"
         if "ermission" in said or "Operation not permitted" in said:
             text += f"; {FIX}"
         return text
+
+    def _killed(self, code: int | None) -> str:
+        """py-spy ended without a word and without its file: a signal ended it (its status
+        is known where it is this process's child)."""
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
+            else "killed, by a signal or the out-of-memory killer"
+        return (f"py-spy ended without writing its samples of process {self.pid} ({how}, "
+                "its log says nothing more): what it sampled is lost")
 
     def unread(self) -> tuple[int, int] | None:
         """(samples py-spy could not read, samples written), from what it said at the end."""

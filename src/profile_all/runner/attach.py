@@ -53,6 +53,7 @@ class Attached:
     children: list[str] = field(default_factory=list)
     spy: Recorder | None = None
     spy_failure: str = ""
+    memory_failure: str = ""
     memory_samples: Path | None = None
     window: dict[str, Any] = field(default_factory=dict)  # the torch window's answer
     trace: Path | None = None  # its trace, copied out of the process's folder
@@ -102,7 +103,7 @@ def gather(process: psutil.Process, run_dir: RunDirectory, *, duration: float, r
         attached.spy = Recorder(process.pid, run_dir.scratch / "py_spy.json",
                                 run_dir.scratch / "py_spy.log", rate=rate, native=native,
                                 idle=idle)
-        sampler = _start_memory_sampler(process.pid, run_dir)
+        sampler = _start_memory_sampler(process.pid, run_dir, attached)
         try:
             attached.spy.start()
         except ProfileAllError as error:  # nothing sampled: refused, nothing written
@@ -212,14 +213,24 @@ def _threads_and_children(process: psutil.Process) -> tuple[int, list[str]]:
         return 0, []
 
 
-def _start_memory_sampler(pid: int, run_dir: RunDirectory) -> subprocess.Popen:
+def _start_memory_sampler(pid: int, run_dir: RunDirectory,
+                          attached: Attached) -> subprocess.Popen | None:
+    """The memory sampler of the process; None, said, where it cannot start (this
+    Python not runnable by this user, no process left)."""
     path = run_dir.scratch / "memory.samples"
     path.touch()
-    return subprocess.Popen([sys.executable, str(_SAMPLER), str(pid), str(DEFAULT_INTERVAL * 5),
-                             str(path)], stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return subprocess.Popen([sys.executable, str(_SAMPLER), str(pid),
+                                 str(DEFAULT_INTERVAL * 5), str(path)],
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as error:
+        attached.memory_failure = f"the memory sampler could not start: {error}"
+        return None
 
 
-def _stop_memory_sampler(sampler: subprocess.Popen) -> None:
+def _stop_memory_sampler(sampler: subprocess.Popen | None) -> None:
+    if sampler is None:
+        return
     if sampler.poll() is None:
         sampler.send_signal(signal.SIGTERM)
     try:

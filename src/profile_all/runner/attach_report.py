@@ -50,7 +50,8 @@ def written(attached: Attached, rate: int, idle: bool, command: list[str],
 def _record(attached: Attached, used: list[str], failures: list[dict[str, str]],
             artifacts: list[ArtifactRecord], command: list[str]) -> RunRecord:
     stopped = attached.stopped_by
-    doubts = [note for note in (attached.spy_failure, attached.window_note,
+    doubts = [note for note in (attached.spy_failure, attached.memory_failure,
+                                attached.window_note,
                                 _window_ended(attached)) if note]
     if attached.ended and not stopped:
         doubts.append(f"{attached.ended} after {attached.seconds:.3g} s of the attach: the "
@@ -59,6 +60,7 @@ def _record(attached: Attached, used: list[str], failures: list[dict[str, str]],
         doubts.append(f"{len(attached.children)} child process(es) at the end: "
                       + "; ".join(attached.children[:5]))
     status = "interrupted" if stopped else ("partial" if failures or attached.spy_failure
+                                            or attached.memory_failure
                                             else "complete")
     code = 128 + _signal_number(stopped) if stopped else 0
     one = PassRecord(number=1, backends=used, status="interrupted" if stopped else (

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import secrets
@@ -31,7 +30,8 @@ from profile_all import on_demand
 from profile_all.backends.py_spy_recorder import binary
 from profile_all.readers import limits
 from profile_all.runner.child_processes import Stopped, StopRequests
-from profile_all.runner.listen_folder import ListenFolder, Refused
+from profile_all.runner.listen_folder import ListenFolder, Refused, file_name
+from profile_all.runs import name_lock
 
 #: seconds the process keeps a window open at most (it ends it then with the steps so far)
 WINDOW_WAIT = 60.0
@@ -68,28 +68,31 @@ def found(process: psutil.Process) -> ListenFolder | None:
 class Hold:
     """What one attach holds of a process: its listen folder, where it listens, and the
     lock that makes this attach the only one: in that folder, whoever attaches, else
-    this user's own (a process that does not listen has no window to take)."""
+    this user's own (a process that does not listen has no window to take). Each lock's
+    file goes when it is let go."""
 
     def __init__(self, process: psutil.Process) -> None:
         self.process, self.folder = process, found(process)
-        self._locks: list[int] = []
+        self._in_folder: int | None = None
+        self._own: tuple[Path, int] | None = None
 
     def take(self) -> str:
         """"" once the lock is held; else why this attach is refused."""
-        pid = self.process.pid
         if self.folder is not None:
-            where = self.folder.path / LOCK.format(pid=pid)
-            lock = self.folder.lock(where.name)
+            where = self.folder.path / LOCK.format(pid=self.folder.named)
+            self._in_folder = self.folder.lock(where.name)
+            held = self._in_folder is not None
         else:
             mine = on_demand.own_folder()
             if mine is None:  # another user made this user's folder: no lock to be had
                 return ""
-            where = mine / f"attach-{pid}.lock"
-            lock = _own_lock(where)
-        if lock is None:
-            return (f"another profile-all attach is attached to process {pid} (it holds "
-                    f"{where}): wait for it to end")
-        self._locks.append(lock)
+            where = mine / LOCK.format(pid=file_name(self.process.pid))
+            lock = name_lock.take(where)
+            self._own = (where, lock) if lock is not None else None
+            held = lock is not None
+        if not held:
+            return (f"another profile-all attach is attached to process {self.process.pid} "
+                    f"(it holds {where}): wait for it to end")
         return ""
 
     def listening(self) -> tuple[ListenFolder | None, str]:
@@ -102,31 +105,22 @@ class Hold:
             return None, not_listening(self.process)
         self.folder = folder
         try:
-            lock = folder.lock(LOCK.format(pid=self.process.pid))
+            self._in_folder = folder.lock(LOCK.format(pid=folder.named))
         except OSError as error:
             return None, f"no operator or kernel trace: {error}"
-        if lock is None:
+        if self._in_folder is None:
             return None, ("no operator or kernel trace: another profile-all attach holds "
                           "the process's torch.profiler window")
-        self._locks.append(lock)
         return folder, ""
 
     def close(self) -> None:
-        for lock in self._locks:
-            os.close(lock)
-        self._locks = []
         if self.folder is not None:
+            if self._in_folder is not None:
+                self.folder.unlock(LOCK.format(pid=self.folder.named), self._in_folder)
             self.folder.close()
-
-
-def _own_lock(path: Path) -> int | None:
-    lock = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(lock)
-        return None
-    return lock
+        if self._own is not None:
+            name_lock.release(*self._own)
+        self.folder, self._in_folder, self._own = None, None, None
 
 
 def _same_pid_namespace(pid: int) -> bool:
@@ -147,7 +141,7 @@ def request(folder: ListenFolder, steps: int) -> str:
 
 
 def _send(folder: ListenFolder, asked: dict[str, Any]) -> None:
-    folder.write(f"{folder.pid}.request.json", json.dumps(asked).encode())
+    folder.write(f"{folder.named}.request.json", json.dumps(asked).encode())
     os.kill(folder.pid, on_demand.SIGNAL)
 
 
@@ -156,7 +150,7 @@ def answer(folder: ListenFolder, window_id: str, process: psutil.Process,
     """The window's answer, waited for while the process runs: WINDOW_WAIT seconds and
     TRACE_GRACE more (the process ends the window at its deadline), or until a stop
     comes (then the window is asked to end, with its steps so far); None where none came."""
-    done = f"{folder.pid}.{window_id}.done.json"
+    done = f"{folder.named}.{window_id}.done.json"
     if not _waited_for(folder, done, process, WINDOW_WAIT + TRACE_GRACE, stops) \
             and process.is_running() and not folder.exists(done):
         with contextlib.suppress(OSError):
@@ -178,7 +172,7 @@ def answer(folder: ListenFolder, window_id: str, process: psutil.Process,
 def copied_trace(folder: ListenFolder, window_id: str, into: Path) -> Path:
     """The window's trace, copied out of the folder into `into` (within the readers'
     bound on a file's size), and removed there."""
-    name, bound = f"{folder.pid}.{window_id}.trace.json", limits.current().max_unpacked
+    name, bound = f"{folder.named}.{window_id}.trace.json", limits.current().max_unpacked
     try:
         with folder.opened(name, bound) as source, open(into, "wb") as kept:
             copied = 0
@@ -218,8 +212,8 @@ def not_listening(process: psutil.Process) -> str:
                 f"still importing, {importing}): attach again once it trains (it listens "
                 "at its first pa.step(), or pa.listen())")
     return ("no operator or kernel trace: the process does not listen for profile-all "
-            "(it listens once it calls pa.step(), or pa.listen(), with profile_all "
-            "imported; PROFILE_ALL_LISTEN=0 turns that off)")
+            "(it listens once its main thread calls pa.step(), or pa.listen(): a signal "
+            "handler is the main thread's; PROFILE_ALL_LISTEN=0 turns that off)")
 
 
 def _importing(pid: int) -> str:

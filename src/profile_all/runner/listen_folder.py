@@ -13,7 +13,9 @@ is removed first, and removing a link removes the link) and given to that user.
 
 The folder is where the process's `tempfile.gettempdir()` put it: its environment's
 TMPDIR, TEMP or TMP (a scheduler sets one a job), else /tmp, /var/tmp, /usr/tmp, its
-working folder; the first of these that holds its marker.
+working folder; the first of these that holds its marker, seen from here or, for a
+process with a root of its own (a container), through /proc/PID/root. Its files are
+named with the pid the process has in its own PID namespace (/proc/PID/status' NSpid).
 """
 
 from __future__ import annotations
@@ -40,9 +42,35 @@ class Refused(OSError):
     file, another user's, too big)."""
 
 
+def file_name(pid: int) -> str:
+    """What names process `pid`'s files in its listen folder (on_demand._me): its PID
+    namespace and the pid it has there."""
+    return f"{on_demand.pid_namespace(pid)}-{own_pid(pid)}"
+
+
+def own_pid(pid: int) -> int:
+    """The pid process `pid` has in its own PID namespace (a container's: 1, say), which
+    names its files; `pid` where it is the same or cannot be read."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return pid
+
+
+def _root_of(pid: int) -> str:
+    """The process's root seen from here ("" where it is ours)."""
+    try:
+        theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return ""
+    return "" if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino) \
+        else f"/proc/{pid}/root"
+
+
 def _temporary_folders(pid: int) -> list[str]:
     """Where `tempfile.gettempdir()` looks, in its order, with the process's environment
-    and working folder."""
+    and working folder, under the process's root."""
     environment: dict[str, str] = {}
     with contextlib.suppress(OSError):
         raw = Path(f"/proc/{pid}/environ").read_bytes()
@@ -52,16 +80,19 @@ def _temporary_folders(pid: int) -> list[str]:
                 environment[name.decode()] = os.fsdecode(value)
     found = [environment[name] for name in ("TMPDIR", "TEMP", "TMP") if name in environment]
     found += ["/tmp", "/var/tmp", "/usr/tmp"]
-    with contextlib.suppress(OSError):
-        found.append(os.readlink(f"/proc/{pid}/cwd"))
+    root = _root_of(pid)
+    found = [root + folder for folder in found if folder.startswith("/")]
+    found.append(f"/proc/{pid}/cwd")  # its working folder, wherever its root is
     return list(dict.fromkeys(found))
 
 
 class ListenFolder:
-    """The listen folder of process `pid` (of user `uid`), open; `find` makes one."""
+    """The listen folder of process `pid` (of user `uid`), open; `find` makes one. Its
+    files are named with `named`, the process's pid in its own PID namespace."""
 
     def __init__(self, path: Path, fd: int, pid: int, uid: int, gid: int) -> None:
         self.path, self.fd, self.pid, self.uid, self.gid = path, fd, pid, uid, gid
+        self.named = file_name(pid)
 
     @classmethod
     def find(cls, pid: int, uid: int, gid: int) -> ListenFolder | None:
@@ -85,10 +116,10 @@ class ListenFolder:
 
     def _marks_it(self) -> bool:
         try:
-            marker = json.loads(self.read(f"{self.pid}.json", _MARKER_BYTES))
+            marker = json.loads(self.read(f"{self.named}.json", _MARKER_BYTES))
         except (OSError, ValueError):
             return False
-        return (isinstance(marker, dict) and marker.get("pid") == self.pid
+        return (isinstance(marker, dict) and marker.get("pid") == own_pid(self.pid)
                 and marker.get("start") == on_demand.start_time(self.pid))
 
     def close(self) -> None:
@@ -186,4 +217,23 @@ class ListenFolder:
         except BlockingIOError:
             os.close(fd)
             return None
+        if not self._is(name, fd):  # its holder removed it as we locked it: take the new one
+            os.close(fd)
+            return self.lock(name)
         return fd
+
+    def unlock(self, name: str, fd: int) -> None:
+        """The lock let go, its file gone (removed while held: nobody takes it meanwhile)."""
+        with contextlib.suppress(OSError):
+            if self._is(name, fd):
+                os.unlink(name, dir_fd=self.fd)
+        os.close(fd)
+
+    def _is(self, name: str, fd: int) -> bool:
+        """Whether file `name` is the one `fd` holds."""
+        try:
+            now = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)

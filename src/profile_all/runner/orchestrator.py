@@ -229,7 +229,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, starter, ran)
             except server_handle.ServerLost as lost:
                 ran.notes.append(f"{lost} (pass {run_pass.index}){_LOST_SERVER}")
-                server = None
+                server, ran.fresh_from = None, run_pass.index
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran)
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
@@ -237,7 +237,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         if server is not None and server.gone():  # as the pass ran: it went on without it
             ran.notes.append(f"the fork server was {server.gone()} as pass {run_pass.index} "
                              f"ran{_LOST_SERVER}")
-            server = None
+            server, ran.fresh_from = None, run_pass.index + 1
         ended.results = pass_process.collected_after(pass_spec, ended.results)
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
                                        perf_counter() - started, setup.launch.distributed)

@@ -140,3 +140,5 @@ class Ran:
     status: str = "complete"
     #: what happened to the run itself, said in its doubts (its fork server was killed)
     notes: list[str] = field(default_factory=list)
+    #: the first pass that ran in a fresh interpreter because the fork server was gone
+    fresh_from: int | None = None

@@ -69,7 +69,7 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
                                  [cls.name for cls in setup.selection.runnable
                                   if not cls.sees_children], not setup.is_model),
         preimported=setup.preimport,
-        process_start=_process_start(setup, forked),
+        process_start=_process_start(setup, forked, ran.fresh_from),
         region_marks=region_log.MARKS_IN,  # pa.region's enter and exit: in C or Python
         ranks=sorted({result.rank for result in results}),
         artifacts=[ArtifactRecord(**a) for r in results for a in r.artifacts],
@@ -78,13 +78,16 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         model=_model(setup, results) if setup.is_model else {})
 
 
-def _process_start(setup: Setup, forked: bool) -> str:
+def _process_start(setup: Setup, forked: bool, fresh_from: int | None) -> str:
     """How the passes' processes began: forked from a server that had imported the
-    preimported modules (one hash seed for all), or a fresh interpreter each."""
+    preimported modules (one hash seed for all), or a fresh interpreter each (from pass
+    `fresh_from` on, where the server was killed)."""
     if not setup.isolate:
         return "in this process"
     if not forked:
         return "fresh interpreter"
+    if fresh_from is not None:
+        return f"fork, from pass {fresh_from}: fresh interpreter (the fork server was gone)"
     if setup.is_model:
         return "fork, timing passes: fresh interpreter"
     return "fork, timing repeats: fresh interpreter" if setup.repeat > 1 else "fork"

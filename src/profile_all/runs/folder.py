@@ -68,6 +68,12 @@ def _taken(final: Path) -> bool:
     return final.exists() and (not final.is_dir() or any(final.iterdir()))
 
 
+def _taken_said(final: Path) -> str:
+    if final.is_dir():
+        return f"output folder {final} exists and is not empty"
+    return f"output folder {final} is a file, not a folder: give -o a folder's name"
+
+
 def _locked(final: Path) -> int:
     """A descriptor holding the exclusive lock on `final`'s name; UsageError when another
     run holds it."""
@@ -124,20 +130,20 @@ class RunDirectory:
         """UsageError now where `out` holds something already (an ingest reads its files
         before it makes the folder: a taken name was said after the last file was read)."""
         if out is not None and _taken(Path(out)):
-            raise UsageError(f"output folder {out} exists and is not empty")
+            raise UsageError(_taken_said(Path(out)))
 
     @classmethod
     def create(cls, out: Path | None, label: str) -> RunDirectory:
         final = _followed(Path(out)) if out is not None else _default_path(label)
         if _taken(final):
-            raise UsageError(f"output folder {final} exists and is not empty")
+            raise UsageError(_taken_said(final))
         work = final.parent / f".{final.name}{PARTIAL}{os.getpid()}"
         lock = None
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             lock = _locked(final)
             if _taken(final):  # a run that held the lock finished into it just now
-                raise UsageError(f"output folder {final} exists and is not empty")
+                raise UsageError(_taken_said(final))
             _remove_abandoned(final.parent, final)
             work.mkdir()
             (work / "artifacts").mkdir()
