@@ -97,8 +97,8 @@ def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
     assert [(p.status, p.steps) for p in report.meta.passes] == [("ok", 5)] * 3
     assert report.meta.doubts[0] == (
         "the fork server was killed by SIGKILL as pass 1 ran: the kernel's out-of-memory "
-        "killer picks the biggest process (dmesg says); the passes after it ran in fresh "
-        "interpreters, each importing torch")
+        "killer picks the biggest process (dmesg says); from pass 2 on, the passes ran in "
+        "fresh interpreters, each importing torch")
     assert set(report.frame["backend"]) >= {"wallclock", "cprofile", "memory"}
     assert report.meta.process_start == \
         "fork, from pass 2: fresh interpreter (the fork server was gone)"

@@ -189,9 +189,11 @@ def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> Pass
         step_source=timed[0].step_source if timed else "")
 
 
-#: what a run does once its fork server is gone, said in the run's doubts
-_LOST_SERVER = (": the kernel's out-of-memory killer picks the biggest process (dmesg says); "
-                "the passes after it ran in fresh interpreters, each importing torch")
+def _lost_server(said: str, fresh_from: int) -> str:
+    """What a run does once its fork server is gone, said in the run's doubts."""
+    return (f"{said}: the kernel's out-of-memory killer picks the biggest process (dmesg "
+            f"says); from pass {fresh_from} on, the passes ran in fresh interpreters, each "
+            "importing torch")
 
 
 def _in_process_of_its_own(setup: Setup, pass_spec: PassSpec, run_dir: RunDirectory,
@@ -228,15 +230,15 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             try:
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, starter, ran)
             except server_handle.ServerLost as lost:
-                ran.notes.append(f"{lost} (pass {run_pass.index}){_LOST_SERVER}")
                 server, ran.fresh_from = None, run_pass.index
+                ran.notes.append(_lost_server(str(lost), run_pass.index))
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran)
         else:
             result = PassRun(pass_spec, own_process=False, target=setup.target).run()
             ended = pass_process.Ended("exited", [result], [])
         if server is not None and server.gone():  # as the pass ran: it went on without it
-            ran.notes.append(f"the fork server was {server.gone()} as pass {run_pass.index} "
-                             f"ran{_LOST_SERVER}")
+            ran.notes.append(_lost_server(f"the fork server was {server.gone()} as pass "
+                                          f"{run_pass.index} ran", run_pass.index + 1))
             server, ran.fresh_from = None, run_pass.index + 1
         ended.results = pass_process.collected_after(pass_spec, ended.results)
         summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
