@@ -226,6 +226,11 @@ def test_a_listening_process_s_files_are_gone_with_it(tmp_path):
         loop.process.terminate()
         loop.process.wait()
     assert marker.exists()
+    # and what an attach killed outright left: a request never taken, an answer unread
+    left = [marker.with_name(marker.name.replace(".json", end))
+            for end in (".request.json", ".0123456789abcdef.done.json")]
+    for one in left:
+        one.write_text("{}")
     with Loop(tmp_path, limit=0.5) as again:
         again.process.wait(60)
-    assert not marker.exists()
+    assert not marker.exists() and not any(one.exists() for one in left)

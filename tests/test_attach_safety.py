@@ -173,6 +173,8 @@ def test_a_window_ends_at_its_deadline_whoever_asked(tmp_path):
         said = json.loads(done.read_text())
         (tmp_path / "stop").touch()
         loop.wait_for("ended")
+    for answered in (done, done.with_name(done.name.replace(".done.", ".trace."))):
+        answered.unlink()  # (what an attach reads, and removes)
     assert said["note"] == "ended at its deadline (1 s) with the steps so far"
     assert said["steps"] > 0 and "error" not in said
 

@@ -135,21 +135,17 @@ def stepped() -> None:
 
 
 def _forget_the_dead(where: Path) -> None:
-    """The files of processes that listened and are gone (a SIGTERM skips atexit): a
-    marker whose pid runs no more, or runs another process (its start time differs); and
-    the lock an attach killed outright left of a process that is gone."""
+    """The files of processes of this PID namespace that listened and are gone (a SIGTERM
+    or SIGKILL skips atexit): files of a pid that runs no more (a request never taken,
+    an answer and a trace nobody read, the lock of an attach killed outright), or that
+    runs another process (its marker's start time differs)."""
     ours = f"{pid_namespace()}-"  # (another namespace's pids mean nothing here)
-    for lock in where.glob(f"{ours}*.attach.lock"):
-        pid = lock.name.removeprefix(ours).split(".")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            with contextlib.suppress(OSError):
-                lock.unlink()
-    for marker in where.glob(f"{ours}*.json"):
-        pid = marker.name.removeprefix(ours).split(".")[0]
-        if not pid.isdigit() or marker.name != f"{ours}{pid}.json":
-            continue
+    pids = {found.name.removeprefix(ours).split(".")[0] for found in where.glob(f"{ours}*")}
+    for pid in filter(str.isdigit, pids):
+        marker = where / f"{ours}{pid}.json"
         with contextlib.suppress(OSError, ValueError):
-            if json.loads(marker.read_text()).get("start") == start_time(int(pid)):
+            if Path(f"/proc/{pid}").exists() and (not marker.exists() or json.loads(
+                    marker.read_text()).get("start") == start_time(int(pid))):
                 continue
             for stale in where.glob(f"{ours}{pid}.*"):
                 stale.unlink()
