@@ -33,7 +33,7 @@ from typing import Any
 
 from profile_all import compile_watch
 from profile_all.backends.base import Backend, Collected, PassContext
-from profile_all.backends.roots import ModuleFacts, RootModules
+from profile_all.backends.roots import ModuleFacts, RootModules, tensors_in
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
@@ -85,6 +85,7 @@ def _tracker(roots: RootModules) -> Any:
     each forward call's facts. Built on private parts of torch 2.13's ModuleTracker
     (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook):
     tests/test_counter_calls.py checks the names and calls they give."""
+    from torch.autograd.graph import register_multi_grad_hook
     from torch.utils.module_tracker import ModuleTracker
 
     class Tracker(_FollowsCompiled, ModuleTracker):
@@ -126,9 +127,21 @@ def _tracker(roots: RootModules) -> Any:
                 super()._fw_pre_hook(mod, input)
 
         def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
-            if not hasattr(mod, "_orig_mod"):
-                self.facts.record(self._get_mod_name(mod), mod, output)
-                super()._fw_post_hook(mod, input, output)
+            """torch's, but the module's backward begins with the first gradient of any
+            of its outputs: torch waits for all (register_multi_grad_hook's "all"),
+            which never fires when the output is the tensor `.backward()` is called on
+            (a model that returns its loss: no backward counted) and fires twice when it
+            is one of several (`(logits, loss)`: two backward calls, half the FLOPs
+            each). Outputs are found in dataclasses too."""
+            if hasattr(mod, "_orig_mod"):
+                return
+            name = self._get_mod_name(mod)
+            self.facts.record(name, mod, output)
+            self._get_pop_fn(name, False)()
+            needing = [tensor for tensor in tensors_in(output) if tensor.requires_grad]
+            if needing:
+                self._hooks.append(register_multi_grad_hook(
+                    needing, self._get_append_fn(name, True), mode="any"))
 
     return Tracker()
 

@@ -75,12 +75,28 @@ def _has_parameters(module: Any) -> bool:
     return next(module.parameters(), None) is not None
 
 
-def output_elements(output: Any) -> int:
-    """Elements of every tensor a module returned (a tensor, or tuples/dicts of them)."""
+def tensors_in(output: Any) -> list[Any]:
+    """Every tensor a module returned: a tensor, containers of them (pytree's), and the
+    fields of a dataclass that pytree does not know (a model's own output class; those of
+    HuggingFace's are registered with pytree)."""
+    import dataclasses
+
     import torch
     from torch.utils._pytree import tree_leaves
 
-    return sum(leaf.numel() for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor))
+    tensors = []
+    for leaf in tree_leaves(output):
+        if isinstance(leaf, torch.Tensor):
+            tensors.append(leaf)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            tensors += tensors_in([getattr(leaf, field.name)
+                                   for field in dataclasses.fields(leaf)])
+    return tensors
+
+
+def output_elements(output: Any) -> int:
+    """Elements of every tensor a module returned."""
+    return sum(tensor.numel() for tensor in tensors_in(output))
 
 
 class ModuleFacts:
