@@ -8,12 +8,15 @@ from __future__ import annotations
 import sys
 
 import pytest
+import torch
 
 import profile_all as pa
 from conftest import TARGETS
+from profile_all.backends import flop_formulas
 
 sys.path.insert(0, str(TARGETS))
 import tiny_gpt as gpt  # noqa: E402
+import word_lstm as word  # noqa: E402
 
 ROWS = gpt.BATCH * gpt.CONTEXT
 HEAD_WIDTH = gpt.WIDTH // gpt.HEADS
@@ -46,3 +49,85 @@ def test_a_gpt_that_returns_its_loss_has_its_backward_counted_once(tmp_path, ret
     assert table.loc["GPT", "backward_flops"] == BACKWARD
     assert table.loc["GPT", "flops"] == pytest.approx(3 * FORWARD, rel=0.02)
     assert table.loc["GPT", "backward"] == "measured"
+
+
+def _lstm_forward(layers: int, tokens: int, inputs: int, hidden: int, gates: int) -> int:
+    """Each token, each layer: its input times W_ih and its hidden state times W_hh."""
+    return sum(2 * tokens * gates * hidden * ((inputs if layer == 0 else hidden) + hidden)
+               for layer in range(layers))
+
+
+WORD_TOKENS = word.BPTT * word.BATCH
+WORD_DECODER = 2 * WORD_TOKENS * word.WIDTH * word.VOCAB
+
+
+@pytest.mark.parametrize("kind, gates", [("LSTM", 4), ("GRU", 3)])
+def test_recurrent_layers_are_counted(tmp_path, kind, gates):
+    """An LSTM on the CPU is one operator (oneDNN's mkldnn_rnn_layer) that FlopCounterMode
+    counted as 0: 'achieved 0 GFLOP/s'. The issue's hand count: 2 layers x 700 tokens x 4
+    gates x 64 x 128 x 2 = 91.8 M FLOP a forward."""
+    report = pa.run(TARGETS / "word_lstm.py", args=[kind], backends=["flop-counter"],
+                    isolate=False, out=tmp_path / "run")
+    recurrent = _lstm_forward(word.LAYERS, WORD_TOKENS, word.WIDTH, word.WIDTH, gates)
+    if kind == "LSTM":
+        assert recurrent == 91_750_400
+    table = report.counters().set_index("module")
+    assert table.loc["RNNModel", "calls"] == word.ITERATIONS
+    assert table.loc["RNNModel", "forward_flops"] == recurrent + WORD_DECODER
+    # twice the forward; a GRU on the CPU runs as matrix products a time step, and the
+    # first step's hidden state (zeros, detached) needs no gradient: one product a layer
+    unneeded = 0 if kind == "LSTM" else word.LAYERS * 2 * word.BATCH * gates * word.WIDTH ** 2
+    assert table.loc["RNNModel", "backward_flops"] == 2 * (recurrent + WORD_DECODER) - unneeded
+
+
+def test_the_cudnn_formula_counts_every_layer_from_its_weights():
+    """cuDNN runs every layer of an LSTM, GRU or RNN in one `_cudnn_rnn` call given the
+    flat weights: the formula on a real module's weights (its shapes), bidirectional with
+    a projection, against the hand count."""
+    lstm = torch.nn.LSTM(16, 32, num_layers=2, bidirectional=True, proj_size=8)
+    weights = [tuple(w.shape) for w in lstm._flat_weights]
+    tokens = 5 * 3
+    # each direction: layer 0 reads 16 inputs, layer 1 both directions' 8-wide outputs;
+    # W_hh reads the 8-wide projected state; W_hr projects 32 to 8
+    per_direction = [4 * 32 * 16 + 4 * 32 * 8 + 8 * 32, 4 * 32 * 16 + 4 * 32 * 8 + 8 * 32]
+    forward = 2 * tokens * 2 * sum(per_direction)
+    assert flop_formulas._cudnn_rnn((5, 3, 16), weights) == forward
+    mask = [True, False, False, True]
+    args = [None] * 19 + [mask]  # output_mask is the backward's 22nd argument
+    assert flop_formulas._cudnn_rnn_backward((5, 3, 16), weights, *args) == 2 * forward
+    args[-1] = [True, False, False, False]
+    assert flop_formulas._cudnn_rnn_backward((5, 3, 16), weights, *args) == forward
+
+
+@pytest.mark.gpu
+def test_an_lstm_on_a_gpu_is_counted(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    lstm = torch.nn.LSTM(64, 64, num_layers=2).cuda()
+    with FlopCounterMode(display=False, custom_mapping=flop_formulas.formulas()) as counted:
+        lstm(torch.randn(35, 20, 64, device="cuda"))
+    assert counted.get_total_flops() == _lstm_forward(2, 700, 64, 64, 4)
+
+
+def test_a_script_that_updates_its_weights_by_hand_steps_at_each_backward(tmp_path):
+    """No optimizer, the loss a module (`nn.NLLLoss()`): 164 steps for 82 iterations (the
+    model's call, then the loss's), and 'noise 141%'."""
+    report = pa.run(TARGETS / "word_lstm.py", backends=["wallclock"], isolate=False,
+                    out=tmp_path / "run")
+    timing = report.meta.passes[0]
+    assert (timing.steps, timing.step_source) == (word.ITERATIONS, "backward()")
+
+
+def test_a_loss_module_is_not_a_step_of_an_inference_loop(tmp_path):
+    script = tmp_path / "evaluate.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n"
+        "model, criterion = nn.Linear(8, 3), nn.CrossEntropyLoss()\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(7):\n"
+        "        criterion(model(torch.randn(4, 8)), torch.tensor([0, 1, 2, 0]))\n")
+    report = pa.run(script, backends=["wallclock"], isolate=False, out=tmp_path / "run")
+    timing = report.meta.passes[0]
+    assert (timing.steps, timing.step_source) == (7, "outermost module call")

@@ -2,10 +2,11 @@
 torch.utils.flop_counter.FlopCounterMode over the whole target: forward, and backward when
 the target trains.
 
-Out of the box it counts nothing for the CPU attention kernel and 0 for nn.Transformer's
-fused fast path (one opaque operator). So the CPU kernel and its backward are registered
-with torch's own attention formulas, and the fast path is switched off while counting:
-the layers then run their plain operators, which compute the same result and are counted.
+Out of the box it counts nothing for the CPU attention kernel, an LSTM on the CPU, any
+recurrent layer on a GPU, and 0 for nn.Transformer's fused fast path (one opaque
+operator). So those operators get formulas (flop_formulas.py), and the fast path is
+switched off while counting: the layers then run their plain operators, which compute
+the same result and are counted.
 
 torch.compile compiles nothing under FlopCounterMode (a dispatch mode: torch skips the
 frame, "non-infra torch dispatch mode present"): compiled code runs eagerly in this pass,
@@ -32,25 +33,11 @@ from collections import Counter
 from typing import Any
 
 from profile_all import compile_watch
+from profile_all.backends import flop_formulas
 from profile_all.backends.base import Backend, Collected, PassContext
 from profile_all.backends.roots import ModuleFacts, RootModules, tensors_in
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
-
-
-def _cpu_attention_formulas() -> dict[Any, Any]:
-    import torch
-    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
-
-    def forward(query, key, value, *args, out_shape=None, **kwargs) -> int:
-        return sdpa_flop_count(query, key, value)
-
-    def backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
-        return sdpa_backward_flop_count(grad_out, query, key, value)
-
-    aten = torch.ops.aten
-    return {aten._scaled_dot_product_flash_attention_for_cpu: forward,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: backward}
 
 
 class _FollowsCompiled:
@@ -235,7 +222,7 @@ class FlopCounter(Backend):
         self._steps: list[float] = []
         self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
-        self._mode = _tracked_counter(self._roots, _cpu_attention_formulas())
+        self._mode = _tracked_counter(self._roots, flop_formulas.formulas())
         self._followed = False
         self._mode.__enter__()
         self._unsubscribe = compile_watch.subscribe(self._compiled)
