@@ -3,10 +3,13 @@
 Every pass records its steps, whatever its backends: the per-step times that a pass's
 overhead over the clean pass is measured with, and the step count that says whether two
 passes did the same work. A step is a `pa.step()`; in a script that calls none, an
-`optimizer.step()` of any torch optimizer (a global hook); in a script with neither (an
-inference loop), the end of each outermost nn.Module call (global forward hooks, removed
-as soon as a `pa.step()` or the start of an optimizer step shows the script has steps of
-its own: two hook calls a module call until then). An optimizer step's start, not its end,
+`optimizer.step()` of any torch optimizer (a global hook); in a script with neither, the
+end of each `backward()` (a script that updates its weights by hand, as pytorch/examples'
+word language model); in a script with none of these (an inference loop), the end of each
+outermost call of an nn.Module with parameters (global forward hooks, removed as soon as
+a step of another kind shows the script has steps of its own: two hook calls a module
+call until then). A loss module (`nn.NLLLoss()`) has no parameters: called after the
+model, it made two steps an iteration. An optimizer step's start, not its end,
 because LBFGS calls the model inside `step()`: 25 module calls of its closure came before
 its first step ended, and ended the pass inside it. A pass after the timing pass counts
 only what the timing pass found the steps to be. One `perf_counter` call a step.
@@ -37,11 +40,15 @@ class StepClock:
     def __init__(self, max_steps: int | None = None, module_calls: bool = False) -> None:
         self.marks = array("d")
         self.optimizer_marks = array("d")
+        self.backward_marks = array("d")
         self.module_marks = array("d")
         self.max_steps = max_steps
         #: the target was ended at `max_steps`
         self.limited = False
         self._hooks: list[Any] = []
+        self._autograd: Any = None  # torch.autograd while its `backward` is wrapped
+        self._backward_steps = True  # until the script shows steps of another kind
+        self._backward: tuple[Any, Any] = (None, None)  # (torch's, the wrapper)
         #: count outermost module calls as steps (a script's passes; a model's are timed
         #: by their benchmark)
         self._module_calls = module_calls
@@ -65,11 +72,13 @@ class StepClock:
 
     def step(self) -> None:
         self._stop_module_steps()
+        self._stop_backward_steps()
         self.marks.append(perf_counter())
         self._limit(len(self.marks), "pa.step()")
 
     def _optimizer_step_starts(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
+        self._stop_backward_steps()
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
@@ -79,12 +88,43 @@ class StepClock:
                 self.found()
             self._limit(len(self.optimizer_marks), "optimizer.step()")
 
+    def _backward_ended(self) -> None:
+        if not self._backward_steps:
+            return
+        self._stop_module_steps()
+        self.backward_marks.append(perf_counter())
+        if self.found_source in ("", "backward()"):
+            if self.found_source:
+                self.found()
+            self._limit(len(self.backward_marks), "backward()")
+
+    def _wrap_backward(self, autograd: Any) -> None:
+        """torch.autograd.backward (what `Tensor.backward()` calls) followed by a step;
+        torch has no hook on a backward's end. Undone at stop, where no one wrapped it
+        since; else left to them, and heard no more."""
+        backward = autograd.backward
+
+        def backward_then_step(*args: Any, **kwargs: Any) -> Any:
+            done = backward(*args, **kwargs)
+            if self._autograd is not None:
+                self._backward_ended()
+            return done
+        self._autograd, self._backward = autograd, (backward, backward_then_step)
+        autograd.backward = backward_then_step
+
+    def _unwrap_backward(self) -> None:
+        if self._autograd is not None:
+            original, wrapper = self._backward
+            if self._autograd.backward is wrapper:
+                self._autograd.backward = original
+            self._autograd = None
+
     def _module_enter(self, module: Any, args: Any) -> None:
         self._depth += 1
 
     def _module_exit(self, module: Any, args: Any, output: Any) -> None:
         self._depth -= 1
-        if self._depth == 0:
+        if self._depth == 0 and next(module.parameters(), None) is not None:
             self.module_marks.append(perf_counter())
             if self.found_source == "outermost module call":
                 self.found()
@@ -97,6 +137,12 @@ class StepClock:
             self.module_marks = array("d")  # the script's own steps count, not these
         self._module_calls = False
 
+    def _stop_backward_steps(self) -> None:
+        """The script's own steps count: a backward() inside LBFGS's step (its closure's),
+        or before the first optimizer step ends, is none."""
+        self._backward_steps = False
+        self.backward_marks = array("d")
+
     def _depth_anew(self) -> None:
         self._depth = 0
 
@@ -105,6 +151,9 @@ class StepClock:
         if optim is not None:
             self._hooks = [optim.register_optimizer_step_pre_hook(self._optimizer_step_starts),
                            optim.register_optimizer_step_post_hook(self._optimizer_step)]
+        autograd = sys.modules.get("torch.autograd")
+        if autograd is not None:
+            self._wrap_backward(autograd)
         self._module_calls = self._module_calls and "torch.nn.modules.module" in sys.modules
         if self._module_calls:
             self._module_hooks = compile_watch.ModuleCallHooks(
@@ -116,6 +165,7 @@ class StepClock:
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
+        self._unwrap_backward()
         if self._module_hooks is not None:
             self._module_hooks.stop()
 
@@ -125,6 +175,8 @@ class StepClock:
             return self.marks, "pa.step()"
         if self.optimizer_marks:
             return self.optimizer_marks, "optimizer.step()"
+        if self.backward_marks:
+            return self.backward_marks, "backward()"
         if self.module_marks:
             return self.module_marks, "outermost module call"
         return array("d"), ""
