@@ -22,6 +22,8 @@ import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
+from profile_all.backends import py_spy_recorder
+from profile_all.runner.attach import check_target
 from profile_all.runner.listen_folder import file_name
 
 SETPRIV = shutil.which("setpriv")
@@ -236,12 +238,14 @@ def test_two_users_attaching_at_once_one_is_refused(tmp_path, shared):
     assert pa.load(tmp_path / "first").meta.passes[0].steps == 5
 
 
-def test_a_job_with_a_tmpdir_of_its_own_is_found(tmp_path):
-    """Schedulers set a TMPDIR a job: the job was said not to listen."""
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_job_with_a_tmpdir_of_its_own_is_found(tmp_path, relative):
+    """Schedulers set a TMPDIR a job: the job was said not to listen. A relative one is
+    the job's working folder's."""
     job_tmp = tmp_path / "job-tmp"
     job_tmp.mkdir()
-    with Target("listening_loop.py", str(tmp_path / "stop"),
-                env={"TMPDIR": str(job_tmp)}) as loop:
+    with Target("listening_loop.py", str(tmp_path / "stop"), cwd=tmp_path,
+                env={"TMPDIR": "job-tmp" if relative else str(job_tmp)}) as loop:
         loop.wait_for("ready")
         done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "3",
                            "-o", tmp_path / "run")
@@ -251,6 +255,27 @@ def test_a_job_with_a_tmpdir_of_its_own_is_found(tmp_path):
     assert report.meta.passes[0].steps == 3, report.meta.doubts
     folder = job_tmp / f"profile-all-listen-{os.getuid()}"
     assert not list(folder.glob("*.attach.lock"))  # its lock went with the attach
+
+
+def test_a_job_another_sampler_pauses_is_not_stopped(tmp_path):
+    """py-spy pauses the process it samples (its default): a look at the job's state
+    found it in tracing stop, and the attach was refused as 'stopped' 4 times in 8."""
+    with Target("listening_loop.py", str(tmp_path / "stop")) as loop:
+        loop.wait_for("ready")
+        other = subprocess.Popen([py_spy_recorder.binary(), "record", "--rate", "1000", "-p", str(loop.pid),
+                                  "-o", str(tmp_path / "other.svg")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1)
+            for _ in range(200):  # one look in 20 found it paused
+                check_target(loop.pid)
+            done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "0",
+                               "-o", tmp_path / "run")
+        finally:
+            other.terminate()
+            other.wait()
+            (tmp_path / "stop").touch()
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_job_still_importing_is_not_listening_yet(tmp_path):

@@ -61,6 +61,26 @@ class Attached:
     window_note: str = ""
 
 
+#: looks at a process's state that say whether it is held stopped, and the time between
+STATE_LOOKS, STATE_GAP = 5, 0.05
+
+
+def _held(process: psutil.Process, state: str) -> bool:
+    """Stopped at every look: a sampler that pauses the process to read it (py-spy's
+    default) leaves it in tracing stop for a moment, over and over; a debugger or SIGSTOP
+    holds it."""
+    stopped = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    for _ in range(STATE_LOOKS - 1):
+        if state not in stopped:
+            return False
+        time.sleep(STATE_GAP)
+        try:
+            state = process.status()
+        except psutil.NoSuchProcess:
+            return False  # gone: said where the attach meets it
+    return state in stopped
+
+
 def check_target(pid: Any) -> psutil.Process:
     """The process, or one line on why it cannot be attached to."""
     validate.whole("pid", pid, 1)
@@ -77,7 +97,7 @@ def check_target(pid: Any) -> psutil.Process:
     except psutil.AccessDenied:
         raise UsageError(f"process {pid} cannot be read by this user: attach as its user, "
                          "or as root") from None
-    if state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+    if _held(process, state):
         raise UsageError(f"process {pid} is stopped (Ctrl-Z, SIGSTOP, or a debugger holds it): "
                          f"let it go on (kill -CONT {pid}) and attach again")
     if owner != ours and ours != 0:

@@ -81,7 +81,9 @@ def _temporary_folders(pid: int) -> list[str]:
     found = [environment[name] for name in ("TMPDIR", "TEMP", "TMP") if name in environment]
     found += ["/tmp", "/var/tmp", "/usr/tmp"]
     root = _root_of(pid)
-    found = [root + folder for folder in found if folder.startswith("/")]
+    # a relative TMPDIR: tempfile made it absolute from the working folder of the time
+    found = [root + folder if folder.startswith("/") else f"/proc/{pid}/cwd/{folder}"
+             for folder in found]
     found.append(f"/proc/{pid}/cwd")  # its working folder, wherever its root is
     return list(dict.fromkeys(found))
 
