@@ -269,3 +269,34 @@ def test_calls_of_different_sizes_are_not_compared_per_module(tmp_path):
         "calls differ: thop counted 8 output elements per call, flop-counter 16 (the mean "
         "of 2 calls): not compared per module")
     assert math.isnan(table.loc["thop", "vs_reference"])  # unlike inputs: no difference
+
+
+def test_without_the_exact_counter_no_count_is_said_to_agree(tmp_path):
+    """thop and flops-profiler alone, 5.6% apart on a convolution with a bias (flops-profiler
+    counts the bias adds): each was said to 'agree'."""
+    (tmp_path / "seed.py").write_text("from torch import nn\n\n\ndef make():\n"
+                                      "    return nn.Conv2d(1, 1, 3, padding=1)\n")
+    result = profile_all("model", f"{tmp_path / 'seed.py'}:make", "--input-shape",
+                         "1,1,360,640", "--iters", "3", "--warmup", "1", "-b", "thop", "-b",
+                         "flops-profiler", "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    table = pa.load(tmp_path / "run").counters().set_index("counter")
+    assert table.loc["thop", "cause"] == (
+        "-5.3% from flops-profiler; no exact counter ran (-b flop-counter) to say which is "
+        "right")
+    assert table.loc["flops-profiler", "cause"] == (
+        "+5.6% from thop; no exact counter ran (-b flop-counter) to say which is right")
+
+
+def test_a_model_with_nothing_counted_gets_no_rate(tmp_path):
+    """An LSTM's 0 FLOPs (before its operator had a formula) led the findings as
+    'achieved 0 GFLOP/s'. A LayerNorm is all element-wise: flop-counter counts none."""
+    (tmp_path / "norm.py").write_text("from torch import nn\n\n\ndef make():\n"
+                                      "    return nn.LayerNorm(8)\n")
+    result = profile_all("model", f"{tmp_path / 'norm.py'}:make", "--input-shape", "4,8",
+                         "--iters", "3", "--warmup", "1", "-b", "flop-counter",
+                         "-o", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert "GFLOP/s" not in result.stderr
+    frame = pa.load(tmp_path / "run").frame
+    assert frame[frame["metric"] == "achieved_flops"].empty

@@ -11,6 +11,10 @@ Module by module (each module's own FLOPs: its count less its children's):
   flop-counter counted attention operators: attention not counted;
 - the counter saw the module run and counted none where flop-counter counted some: not
   counted;
+- in a recurrent layer (LSTM, GRU, RNN and their cells), where flop-counter counts the
+  matrix products alone: a counter that counts more counts the gates' element-wise ops
+  and biases (thop's rule); one that counts about half counts a multiply-accumulate as one
+  FLOP (flops-profiler's rule for recurrent layers);
 - with training, a forward-only counter's backward is 2x its forward, an estimate, where
   flop-counter measured it.
 
@@ -60,6 +64,24 @@ def _per_root_call(table: pd.DataFrame, names: list[str], root: str, column: str
     return values / table.at[root, "calls"]
 
 
+#: the recurrent modules of torch.nn
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"})
+#: the share of flop-counter's count that counting a multiply-accumulate as one FLOP
+#: leaves, give or take the element-wise ops and biases counted besides
+_ONE_PER_MAC = (0.45, 0.6)
+
+
+def _recurrent(d: float, ref: dict[str, Any], other: dict[str, Any]) -> str | None:
+    if other["type"] not in _RECURRENT or ref["own"] <= 0:
+        return None
+    if d > 0:
+        return "element-wise ops and biases of the recurrent cells counted ({types})"
+    low, high = _ONE_PER_MAC
+    if low * ref["own"] <= other["own"] <= high * ref["own"]:
+        return "a multiply-accumulate counted as one FLOP, not two ({types})"
+    return None
+
+
 def _classify(d: float, ref: dict[str, Any], other: dict[str, Any], placed: bool,
               unplaced_here: bool) -> str | None:
     """The established cause of the difference `d` in one module's own FLOPs per call, or
@@ -67,6 +89,9 @@ def _classify(d: float, ref: dict[str, Any], other: dict[str, Any], placed: bool
     calls under each counter; `placed`: the counter counted no FLOPs away from where
     they ran (thop at the root); `unplaced_here`: the module is the root where the
     counter counts what it could not place."""
+    recurrent = _recurrent(d, ref, other)
+    if recurrent:
+        return recurrent
     if d > 0:
         if ref["own"] > 0 and other["bias"] > 0 and _same(d, other["bias"]):
             return "bias counted in {types} (one add per output)"
@@ -111,7 +136,8 @@ def explain_forward(counter: str, root: str, ref: pd.DataFrame, other: pd.DataFr
         cause = _classify(
             d, {"own": ref_own[name], "attention": ref_attention[name],
                 "calls": ref["calls"].get(name, 0)},
-            {"own": other_own[name], "bias": bias[name], "calls": other["calls"].get(name, 0)},
+            {"own": other_own[name], "bias": bias[name], "calls": other["calls"].get(name, 0),
+             "type": other["type"].get(name)},
             placed, unplaced and name == root)
         if cause:
             found = causes.setdefault(cause, [0.0, []])

@@ -140,22 +140,40 @@ def _row(counter: str, root: str, table: pd.DataFrame, training: bool,
 
 
 def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
-           reference: dict[str, Any] | None, counting: Counting) -> str:
+           reference: dict[str, Any] | None, counting: Counting,
+           rows: list[dict[str, Any]]) -> str:
     counter, root = row["counter"], row["module"]
     if counter == counting.reference:
         return "reference (exact count)" + (
             "; backward measured" if training else "")
-    causes = []
-    if reference is not None:
-        causes = explain_forward(counter, root, facts[counting.reference], facts[counter],
-                                 counting.reference, counter in counting.unplaced_at_root)
-        if training:
-            gap = row["backward_flops"] - reference["backward_flops"]
-            causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
-                          f"from the measured {reference['backward_flops']:,.0f}")
-    elif training:
-        causes.append("backward estimated as 2x forward")
+    if reference is None:
+        return _unchecked(row, rows, training)
+    causes = explain_forward(counter, root, facts[counting.reference], facts[counter],
+                             counting.reference, counter in counting.unplaced_at_root)
+    if training:
+        gap = row["backward_flops"] - reference["backward_flops"]
+        causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
+                      f"from the measured {reference['backward_flops']:,.0f}")
     return "; ".join(causes) or "agrees"
+
+
+def _unchecked(row: dict[str, Any], rows: list[dict[str, Any]], training: bool) -> str:
+    """Without the exact counter nothing says which count is right: how the counter
+    stands against the others (counters 8% apart were each said to 'agree')."""
+    said = ["backward estimated as 2x forward"] if training else []
+    others = [other for other in rows if other is not row]
+    apart = [f"{row['flops'] / other['flops'] - 1:+.1%} from {other['counter']}"
+             for other in others
+             if other["flops"] and not math.isclose(row["flops"], other["flops"], rel_tol=1e-9)]
+    if apart:
+        said.append(f"{', '.join(apart)}; no exact counter ran (-b flop-counter) to say "
+                    "which is right")
+    elif others:
+        said.append(f"the same as {', '.join(o['counter'] for o in others)}; no exact "
+                    "counter ran (-b flop-counter)")
+    else:
+        said.append("no exact counter ran (-b flop-counter) to check it")
+    return "; ".join(said)
 
 
 def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFrame:
@@ -174,7 +192,7 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
                 if root in counted.index and counted.at[root, "calls"] > 0]
         reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
-            _against(row, reference, _cause(row, facts, training, reference, counting))
+            _against(row, reference, _cause(row, facts, training, reference, counting, rows))
         table += rows
     return pd.DataFrame(table, columns=COUNTER_COLUMNS)
 

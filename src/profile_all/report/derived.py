@@ -77,6 +77,8 @@ def achieved_flops_rows(frame: pd.DataFrame, facts: Mapping[str, Facts],
     if counted is None:
         return [], None
     flops, counter = counted
+    if flops <= 0:  # nothing counted is no rate: "achieved 0 GFLOP/s" led the findings
+        return [], None
     achieved = flops / float(latency["value"].median())
     prefix = [DERIVED, 0, 0, "model", region, ""]
     out = [[*prefix, "achieved_flops", "value", achieved, "FLOP/s"]]
