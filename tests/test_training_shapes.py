@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -151,3 +152,29 @@ def test_counters_of_an_lstm_differ_for_causes_of_their_own(tmp_path):
     assert table.loc["flops-profiler", "cause"].startswith(
         "a multiply-accumulate counted as one FLOP, not two (LSTM): -")
     assert "unexplained" not in table.loc["flops-profiler", "cause"]
+
+
+def test_an_evaluation_inside_the_loop_is_said_as_such(tmp_path):
+    """An evaluation under no_grad after the first iteration (a callback) was called
+    'warm-up ... expected with torch.compile' and the pass 'noisy: 552%'. Said as the
+    steps it ran in, with what it did."""
+    report = pa.run(TARGETS / "word_lstm.py", args=["LSTM", "eval"],
+                    backends=["wallclock", "flop-counter"], isolate=False, out=tmp_path / "run")
+    findings = report.findings()
+    assert "warm-up" not in set(findings["rule"])
+    said = findings[findings["rule"] == "unusual-step"]["finding"].tolist()
+    evaluating = 3 * word.ITERATIONS  # the evaluation's forward calls, without gradients
+    for step in (2, 5):
+        assert any(line.startswith(f"step {step} took ") and
+                   f"{evaluating} of its {evaluating + 1} model calls without gradients "
+                   "(an evaluation inside the loop?): different work, not noise" in line
+                   for line in said), said
+
+
+def test_one_unlike_step_does_not_make_a_pass_noisy():
+    from profile_all.runner.run_checks import _robust_variation
+
+    steady = [0.010, 0.011, 0.0105, 0.0098, 0.0102, 0.0101]
+    assert _robust_variation(np.array(steady + [0.073])) < 0.10
+    spread = [0.005, 0.015, 0.010, 0.020, 0.008, 0.012]
+    assert _robust_variation(np.array(spread)) > 0.10

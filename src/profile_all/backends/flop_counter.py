@@ -34,7 +34,7 @@ from typing import Any
 
 from profile_all import compile_watch
 from profile_all.backends import flop_formulas
-from profile_all.backends.base import Backend, Collected, PassContext
+from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
 from profile_all.backends.roots import ModuleFacts, RootModules, tensors_in
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
@@ -72,6 +72,7 @@ def _tracker(roots: RootModules) -> Any:
     each forward call's facts. Built on private parts of torch 2.13's ModuleTracker
     (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook):
     tests/test_counter_calls.py checks the names and calls they give."""
+    import torch
     from torch.autograd.graph import register_multi_grad_hook
     from torch.utils.module_tracker import ModuleTracker
 
@@ -80,6 +81,8 @@ def _tracker(roots: RootModules) -> Any:
             super().__init__()
             self.facts = ModuleFacts()
             self.backward_calls: Counter[str] = Counter()
+            #: outermost calls of modules with parameters, and those made without grad
+            self.outermost_calls = self.calls_without_grad = 0
 
         def _get_mod_name(self, mod: Any) -> str:
             """A root's name from `roots` (else its type, as torch names it), and its
@@ -111,6 +114,9 @@ def _tracker(roots: RootModules) -> Any:
 
         def _fw_pre_hook(self, mod: Any, input: Any) -> None:
             if not hasattr(mod, "_orig_mod"):  # a compiled module's calls: its original's
+                if self.parents == {"Global"} and next(mod.parameters(), None) is not None:
+                    self.outermost_calls += 1  # a model's call, made by the script
+                    self.calls_without_grad += not torch.is_grad_enabled()
                 super()._fw_pre_hook(mod, input)
 
         def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
@@ -220,6 +226,10 @@ class FlopCounter(Backend):
         self._roots.start()
         self.notes = self._roots.notes
         self._steps: list[float] = []
+        #: each step's outermost calls of a model, and of those the ones without grad
+        self._step_calls: list[int] = []
+        self._step_calls_without_grad: list[int] = []
+        self._calls_at_step = (0, 0)
         self._regions: dict[tuple[str, str], list[float]] = {}  # FLOPs of each call
         self._counted_at_step = 0
         self._mode = _tracked_counter(self._roots, flop_formulas.formulas())
@@ -250,6 +260,11 @@ class FlopCounter(Backend):
     def step(self) -> None:
         total = self._mode.get_total_flops()
         self._steps.append(total - self._counted_at_step)
+        tracker = self._mode.mod_tracker
+        calls = (tracker.outermost_calls, tracker.calls_without_grad)
+        self._step_calls.append(calls[0] - self._calls_at_step[0])
+        self._step_calls_without_grad.append(calls[1] - self._calls_at_step[1])
+        self._calls_at_step = calls
         self._counted_at_step = total
 
     def stop(self, ctx: PassContext) -> None:
@@ -275,7 +290,11 @@ class FlopCounter(Backend):
             rows.append(row("step", "step", "calls", len(self._steps)))
             rows += [row("step", "step", "flops", value, stat=stat, unit="FLOP")
                      for stat, value in summarize(self._steps).items()]
-        return Collected(rows)
+        # each step's work, in order, every step: what an unusual step did besides
+        samples = [("step", "step", "", metric, kept_samples(values)) for metric, values in (
+            ("flops", self._steps), ("model_calls", self._step_calls),
+            ("model_calls_without_grad", self._step_calls_without_grad))]
+        return Collected(rows, samples=samples if self._steps else [])
 
     def _module_rows(self, counts: dict[str, dict[Any, int]]) -> list[list[Any]]:
         """Every module that ran, also those with no FLOPs counted (a ReLU, a BatchNorm):

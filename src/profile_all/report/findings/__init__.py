@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
-         timing.input_bound, timing.where_time_goes, timing.warm_up,
+         timing.input_bound, timing.where_time_goes, timing.warm_up, timing.unusual_steps,
          memory.growth, memory.near_capacity, memory.allocator, held_memory.optimizer_state,
          held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,

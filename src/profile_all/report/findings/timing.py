@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.report import compilation, sampling
+from profile_all.report import compilation, sampling, step_work
 from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
@@ -251,14 +251,20 @@ def where_time_goes(report: RunData) -> list[Finding]:
 
 
 def warm_up(report: RunData) -> list[Finding]:
-    """The first steps much slower than the steady ones (compilation, autotuning, caches)."""
+    """The first steps much slower than the steady ones (compilation, autotuning, caches);
+    a step that did different work (an evaluation at the first iteration) is not warm-up:
+    `unusual_steps` says what it did."""
     clock = timer(report)
     steps = step_samples(report, clock[0]) if clock else pd.Series(dtype="float64")
     if len(steps) < 6:
         return []
+    table = step_work.step_work(report, clock[0])
+    other_work = step_work.different_work(table).to_numpy() if len(table) == len(steps) \
+        else [False] * len(steps)
     steady = float(steps.iloc[len(steps) // 2:].median())
     slow = 0
-    while slow < len(steps) // 2 and steps.iloc[slow] > WARM_UP_FACTOR * steady:
+    while slow < len(steps) // 2 and steps.iloc[slow] > WARM_UP_FACTOR * steady \
+            and not other_work[slow]:
         slow += 1
     if not slow:
         return []
@@ -275,3 +281,44 @@ def warm_up(report: RunData) -> list[Finding]:
                  "warm-up's excess",
         suggestion="expected with torch.compile, cudnn.benchmark and lazy init: per-step "
                    "medians leave it out; profile more steps, or mark steps after it")]
+
+
+def _what_ran(step: pd.Series, table: pd.DataFrame) -> str:
+    """What an unusual step did, from the counts kept of each step."""
+    if pd.isna(step["flops_x_median"]):
+        return ("what ran in it was not counted (-b flop-counter counts each step's work; "
+                "pa.region names a part of it)")
+    if not step["different_work"]:
+        return ("the same FLOPs as a median step: a pause (data, I/O, the garbage "
+                "collector, another process), not more work")
+    said = f"it did {step['flops_x_median']:.1f}x the FLOPs of a median step"
+    without_grad = int(step["model_calls_without_grad"])
+    if without_grad > table["model_calls_without_grad"].median():
+        said += (f", {without_grad} of its {int(step['model_calls'])} model calls without "
+                 "gradients (an evaluation inside the loop?)")
+    return said + ": different work, not noise"
+
+
+def unusual_steps(report: RunData) -> list[Finding]:
+    """Steps far slower than the median step, each with what ran in it (step_work)."""
+    clock = timer(report)
+    if not clock:
+        return []
+    table = step_work.step_work(report, clock[0])
+    odd = step_work.unusual(table).sort_values("time", ascending=False)
+    median, total = float(table["time"].median()), float(table["time"].sum())
+    found = []
+    for _, step in odd.head(3).iterrows():
+        excess = float(step["time"]) - median
+        share = excess / total if total > 0 else math.nan
+        found.append(Finding(
+            "unusual-step", f"step {int(step['step'])} took {fmt.seconds(float(step['time']))}, "
+            f"{step['x_median']:.1f}x the median step ({fmt.seconds(median)}): "
+            f"{_what_ran(step, table)}",
+            weight=share * 0.5, share=share, amount=excess, unit="s",
+            evidence=f"{clock[0]} step times of the timing pass; each step's FLOPs and "
+                     "model calls where counted",
+            suggestion="mark it with pa.region (\"eval\") to time it apart from the steps "
+                       "like the others (their median leaves it out, their mean does not)"
+                       if step["different_work"] else ""))
+    return found
