@@ -32,15 +32,19 @@ def _timed(report: RunData, timer: str) -> pd.Series:
     timing = [p for p in report.meta.passes if p.timing and p.steps]
     samples = report.samples
     if not timing:
-        return pd.Series(dtype="float64")
+        return _no_steps()
     record = timing[0]
     steps = samples[(samples["backend"] == timer) & (samples["scope"] == "step")
                     & (samples["metric"] == "wall_time") & (samples["pass"] == record.number)]
     steps = steps[steps["rank"] == steps["rank"].min()]["value"].to_numpy(float)
     numbers = [n for n in range(2, record.steps + 1) if n not in set(record.compile_steps)]
     if len(numbers) != len(steps):
-        return pd.Series(dtype="float64")
+        return _no_steps()
     return pd.Series(steps, index=pd.Index(numbers, name="step"))
+
+
+def _no_steps() -> pd.Series:
+    return pd.Series(dtype="float64", index=pd.Index([], dtype="int64", name="step"))
 
 
 def _work(report: RunData) -> pd.DataFrame:
