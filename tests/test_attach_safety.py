@@ -262,8 +262,8 @@ def test_a_job_another_sampler_pauses_is_not_stopped(tmp_path):
     found it in tracing stop, and the attach was refused as 'stopped' 4 times in 8."""
     with Target("listening_loop.py", str(tmp_path / "stop")) as loop:
         loop.wait_for("ready")
-        other = subprocess.Popen([py_spy_recorder.binary(), "record", "--rate", "1000", "-p", str(loop.pid),
-                                  "-o", str(tmp_path / "other.svg")],
+        other = subprocess.Popen([py_spy_recorder.binary(), "record", "--rate", "1000",
+                                  "-p", str(loop.pid), "-o", str(tmp_path / "other.svg")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(1)

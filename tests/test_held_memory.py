@@ -5,9 +5,9 @@ activations a wide MLP keeps for its backward are its ReLUs' and last hidden out
 from __future__ import annotations
 
 import pytest
-from tests.conftest import TARGETS, profile_all
 
 import profile_all as pa
+from conftest import TARGETS, profile_all
 
 FLOAT = 4
 ADAM_PARAMETERS = ((1000 * 2000 + 2000) + (2000 * 10 + 10)) * FLOAT

@@ -9,9 +9,9 @@ import importlib.util
 import json
 
 import pytest
-from tests.conftest import REPO, profile_all
 
 import profile_all as pa
+from conftest import REPO, profile_all
 
 US = 1e-6
 

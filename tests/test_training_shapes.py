@@ -16,8 +16,8 @@ from conftest import TARGETS
 from profile_all.backends import flop_formulas
 
 sys.path.insert(0, str(TARGETS))
-import tiny_gpt as gpt  # noqa: E402
-import word_lstm as word  # noqa: E402
+import tiny_gpt as gpt
+import word_lstm as word
 
 ROWS = gpt.BATCH * gpt.CONTEXT
 HEAD_WIDTH = gpt.WIDTH // gpt.HEADS
@@ -175,6 +175,6 @@ def test_one_unlike_step_does_not_make_a_pass_noisy():
     from profile_all.runner.run_checks import _robust_variation
 
     steady = [0.010, 0.011, 0.0105, 0.0098, 0.0102, 0.0101]
-    assert _robust_variation(np.array(steady + [0.073])) < 0.10
+    assert _robust_variation(np.array([*steady, 0.073])) < 0.10
     spread = [0.005, 0.015, 0.010, 0.020, 0.008, 0.012]
     assert _robust_variation(np.array(spread)) > 0.10

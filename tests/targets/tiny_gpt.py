@@ -70,8 +70,8 @@ def main(returns):
     for _ in range(STEPS):
         idx = torch.randint(0, VOCAB, (BATCH, CONTEXT))
         out = model(idx, torch.roll(idx, -1, dims=1))
-        loss = {"tuple": lambda: out[1], "loss": lambda: out,
-                "dict": lambda: out["loss"], "dataclass": lambda: out.loss}[returns]()
+        loss = (out[1] if returns == "tuple" else out if returns == "loss"
+                else out["loss"] if returns == "dict" else out.loss)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -2,7 +2,8 @@
 Linear decoder with log_softmax; the loss a module (`nn.NLLLoss()`), no optimizer: the
 gradients are clipped and the weights updated by hand, as main.py does. ITERATIONS
 iterations of BPTT x BATCH tokens; with `eval`, an evaluation under no_grad every EVAL_EVERY
-iterations from the second (in steps 2 and 5), as main.py's evaluate(), over the data EVAL_ROUNDS times."""
+iterations from the second (in steps 2 and 5), as main.py's evaluate(), over the data
+EVAL_ROUNDS times."""
 
 import sys
 

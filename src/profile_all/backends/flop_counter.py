@@ -26,16 +26,15 @@ names them for thop and flops-profiler ("Sequential", "Sequential#2").
 from __future__ import annotations
 
 import gc
-import sys
 import warnings
 import weakref
 from collections import Counter
 from typing import Any
 
 from profile_all import compile_watch
-from profile_all.backends import flop_formulas
+from profile_all.backends import dispatch_mode, flop_formulas
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.backends.roots import ModuleFacts, RootModules, tensors_in
+from profile_all.backends.roots import ModelCalls, ModuleFacts, RootModules, tensors_in
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
@@ -67,12 +66,22 @@ class _FollowsCompiled:
         super().__exit__(*args)
 
 
+def _name_below(known: Any, seen: Any, module: Any, name: str) -> None:
+    """Name `module`'s submodules by their path below `name` (a compiled module's as its
+    original's), and mark them seen."""
+    seen.add(module)
+    for path, sub in module.named_modules():
+        path = path.removeprefix("_orig_mod.")
+        if path and path != "_orig_mod":
+            known[sub] = f"{name}.{path}"
+            seen.add(sub)
+
+
 def _tracker(roots: RootModules) -> Any:
     """A ModuleTracker that names roots as `roots` does, counts backward calls and records
     each forward call's facts. Built on private parts of torch 2.13's ModuleTracker
     (_known_modules, _seen_modules, _get_append_fn, _fw_post_hook):
     tests/test_counter_calls.py checks the names and calls they give."""
-    import torch
     from torch.autograd.graph import register_multi_grad_hook
     from torch.utils.module_tracker import ModuleTracker
 
@@ -81,8 +90,7 @@ def _tracker(roots: RootModules) -> Any:
             super().__init__()
             self.facts = ModuleFacts()
             self.backward_calls: Counter[str] = Counter()
-            #: outermost calls of modules with parameters, and those made without grad
-            self.outermost_calls = self.calls_without_grad = 0
+            self.model_calls = ModelCalls()
 
         def _get_mod_name(self, mod: Any) -> str:
             """A root's name from `roots` (else its type, as torch names it), and its
@@ -94,12 +102,7 @@ def _tracker(roots: RootModules) -> Any:
                 self._known_modules[mod] = roots.names.get(id(mod), type(original).__name__)
             name = self._known_modules[mod]
             if mod not in self._seen_modules:
-                self._seen_modules.add(mod)
-                for path, sub in mod.named_modules():
-                    path = path.removeprefix("_orig_mod.")
-                    if path and path != "_orig_mod":
-                        self._known_modules[sub] = f"{name}.{path}"
-                        self._seen_modules.add(sub)
+                _name_below(self._known_modules, self._seen_modules, mod, name)
             return name
 
         def _get_append_fn(self, name: str, is_bw: bool) -> Any:
@@ -114,9 +117,8 @@ def _tracker(roots: RootModules) -> Any:
 
         def _fw_pre_hook(self, mod: Any, input: Any) -> None:
             if not hasattr(mod, "_orig_mod"):  # a compiled module's calls: its original's
-                if self.parents == {"Global"} and next(mod.parameters(), None) is not None:
-                    self.outermost_calls += 1  # a model's call, made by the script
-                    self.calls_without_grad += not torch.is_grad_enabled()
+                if self.parents == {"Global"}:
+                    self.model_calls.seen(mod)
                 super()._fw_pre_hook(mod, input)
 
         def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
@@ -149,33 +151,6 @@ def _modules_alive() -> list[Any]:
         return [item for item in gc.get_objects() if isinstance(item, nn.Module)]
 
 
-#: where torch._disable_dynamo keeps the disabled function it made
-_DISABLED = "__dynamo_disable"
-
-
-def _dynamo_disabled_when_imported(mode_class: Any) -> None:
-    """torch wraps a dispatch mode's `__torch_dispatch__` in `torch._disable_dynamo`, which
-    imports torch._dynamo at the first operator the mode sees (1 s on a small machine), so
-    that Dynamo never traces the mode. Dynamo not imported traces nothing: until it is
-    (imported whole), the wrapper is handed the plain function; then torch's wrapper makes
-    its own disabled function, as it would have. A pass whose model does not compile then
-    imports no Dynamo the user's process would not. Where torch wraps otherwise (another
-    version), nothing is changed."""
-    wrapper = mode_class.__dict__.get("__torch_dispatch__")
-    plain = getattr(wrapper, "__wrapped__", None)
-    if plain is None or getattr(plain, _DISABLED, None) is not None:
-        return
-
-    def until_dynamo(*args: Any, **kwargs: Any) -> Any:
-        dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is None or getattr(dynamo.__spec__, "_initializing", False):
-            return plain(*args, **kwargs)
-        plain.__dict__.pop(_DISABLED, None)  # torch's wrapper makes and keeps the real one
-        return wrapper(*args, **kwargs)
-
-    setattr(plain, _DISABLED, until_dynamo)
-
-
 def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
     """A FlopCounterMode with `_tracker(roots)`, which keeps backward and attention FLOPs
     per module apart. Built on FlopCounterMode's private `_count_flops` (torch 2.13)."""
@@ -183,7 +158,8 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
     from torch.utils.flop_counter import FlopCounterMode
 
     # the dispatch mode inside FlopCounterMode (torch >= 2.5), or FlopCounterMode itself
-    _dynamo_disabled_when_imported(getattr(flop_counter, "_FlopCounterMode", FlopCounterMode))
+    dispatch_mode.dynamo_disabled_when_imported(
+        getattr(flop_counter, "_FlopCounterMode", FlopCounterMode))
 
     class Mode(FlopCounterMode):
         def __init__(self) -> None:
@@ -260,8 +236,8 @@ class FlopCounter(Backend):
     def step(self) -> None:
         total = self._mode.get_total_flops()
         self._steps.append(total - self._counted_at_step)
-        tracker = self._mode.mod_tracker
-        calls = (tracker.outermost_calls, tracker.calls_without_grad)
+        counted = self._mode.mod_tracker.model_calls
+        calls = (counted.calls, counted.without_grad)
         self._step_calls.append(calls[0] - self._calls_at_step[0])
         self._step_calls_without_grad.append(calls[1] - self._calls_at_step[1])
         self._calls_at_step = calls

@@ -136,6 +136,21 @@ class ModuleFacts:
                 for name, (_kind, params, _bias) in self.kinds.items()]
 
 
+class ModelCalls:
+    """The script's calls of a model: outermost calls of a module with parameters (a loss
+    has none), and of those the ones made without grad (an evaluation)."""
+
+    def __init__(self) -> None:
+        self.calls = self.without_grad = 0
+
+    def seen(self, module: Any) -> None:
+        import torch
+
+        if next(module.parameters(), None) is not None:
+            self.calls += 1
+            self.without_grad += not torch.is_grad_enabled()
+
+
 @contextmanager
 def recording(facts: ModuleFacts, name: str, module: Any) -> Iterator[None]:
     """Record the facts of `module` (named `name`) and of its submodules while inside."""

@@ -200,10 +200,7 @@ def _robust_variation(steps: np.ndarray) -> float:
     """The spread of steps that a few unlike steps do not move: one evaluation step of 73%
     of the run made a coefficient of variation of 552% ('noisy'), where the other steps
     agreed. The findings say what ran in such a step (unusual steps)."""
-    median = float(np.median(steps))
-    # 1.4826 x the median absolute deviation estimates a normal standard deviation (what
-    # scipy.stats.median_abs_deviation(scale="normal") gives; scipy.stats takes 1.4 s to
-    # import)
+    median = float(np.median(steps))  # x 1.4826: scipy's scale="normal" (1.4 s to import)
     return 1.4826 * float(np.median(np.abs(steps - median))) / median
 
 

@@ -22,6 +22,7 @@ from profile_all.report.findings import (
     held_memory,
     memory,
     per_rank,
+    steps,
     timing,
     trust,
 )
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
-         timing.input_bound, timing.where_time_goes, timing.warm_up, timing.unusual_steps,
+         timing.input_bound, timing.where_time_goes, steps.warm_up, steps.unusual_steps,
          memory.growth, memory.near_capacity, memory.allocator, held_memory.optimizer_state,
          held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,

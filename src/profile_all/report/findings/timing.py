@@ -1,4 +1,4 @@
-"""Where the time goes, a slow input, and warm-up."""
+"""Where the time goes, and a slow input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.report import compilation, sampling, step_work
-from profile_all.report.findings.finding import Finding, base_time, step_samples, timer, totals
+from profile_all.report import compilation, sampling
+from profile_all.report.findings.finding import Finding, base_time, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
 if TYPE_CHECKING:
@@ -22,8 +22,6 @@ INPUT_BOUND = 0.2
 HOLDS_ALL = 0.8
 #: regions, operators and functions below this share of the time are not named
 WORTH_NAMING = 0.1
-#: leading steps slower than this many times the steady median are warm-up
-WARM_UP_FACTOR = 2.0
 
 #: user regions that load data, by name
 _DATA_REGION = re.compile(r"(?:^|[_\W])(?:data|load|loader|loading|input|inputs|batch|"
@@ -247,78 +245,4 @@ def where_time_goes(report: RunData) -> list[Finding]:
         found = _where_in_rows(report, "operator", "operator")
     if not found:
         found = _where_in_rows(report, "function", "function")
-    return found
-
-
-def warm_up(report: RunData) -> list[Finding]:
-    """The first steps much slower than the steady ones (compilation, autotuning, caches);
-    a step that did different work (an evaluation at the first iteration) is not warm-up:
-    `unusual_steps` says what it did."""
-    clock = timer(report)
-    steps = step_samples(report, clock[0]) if clock else pd.Series(dtype="float64")
-    if len(steps) < 6:
-        return []
-    table = step_work.step_work(report, clock[0])
-    other_work = step_work.different_work(table).to_numpy() if len(table) == len(steps) \
-        else [False] * len(steps)
-    steady = float(steps.iloc[len(steps) // 2:].median())
-    slow = 0
-    while slow < len(steps) // 2 and steps.iloc[slow] > WARM_UP_FACTOR * steady \
-            and not other_work[slow]:
-        slow += 1
-    if not slow:
-        return []
-    excess = float(steps.iloc[:slow].sum() - slow * steady)
-    share = excess / float(steps.sum())
-    if share < 0.05:
-        return []
-    first = "the first step" if slow == 1 else f"the first {slow} steps"
-    return [Finding(
-        "warm-up", f"warm-up: {first} took {fmt.seconds(float(steps.iloc[:slow].sum()))}, "
-        f"{steps.iloc[0] / steady:.0f}x a steady step ({fmt.seconds(steady)})",
-        weight=share * 0.5, share=share, amount=excess, unit="s",
-        evidence=f"{clock[0]} step times: {fmt.share(share)} of all step time is the "
-                 "warm-up's excess",
-        suggestion="expected with torch.compile, cudnn.benchmark and lazy init: per-step "
-                   "medians leave it out; profile more steps, or mark steps after it")]
-
-
-def _what_ran(step: pd.Series, table: pd.DataFrame) -> str:
-    """What an unusual step did, from the counts kept of each step."""
-    if pd.isna(step["flops_x_median"]):
-        return ("what ran in it was not counted (-b flop-counter counts each step's work; "
-                "pa.region names a part of it)")
-    if not step["different_work"]:
-        return ("the same FLOPs as a median step: a pause (data, I/O, the garbage "
-                "collector, another process), not more work")
-    said = f"it did {step['flops_x_median']:.1f}x the FLOPs of a median step"
-    without_grad = int(step["model_calls_without_grad"])
-    if without_grad > table["model_calls_without_grad"].median():
-        said += (f", {without_grad} of its {int(step['model_calls'])} model calls without "
-                 "gradients (an evaluation inside the loop?)")
-    return said + ": different work, not noise"
-
-
-def unusual_steps(report: RunData) -> list[Finding]:
-    """Steps far slower than the median step, each with what ran in it (step_work)."""
-    clock = timer(report)
-    if not clock:
-        return []
-    table = step_work.step_work(report, clock[0])
-    odd = step_work.unusual(table).sort_values("time", ascending=False)
-    median, total = float(table["time"].median()), float(table["time"].sum())
-    found = []
-    for _, step in odd.head(3).iterrows():
-        excess = float(step["time"]) - median
-        share = excess / total if total > 0 else math.nan
-        found.append(Finding(
-            "unusual-step", f"step {int(step['step'])} took {fmt.seconds(float(step['time']))}, "
-            f"{step['x_median']:.1f}x the median step ({fmt.seconds(median)}): "
-            f"{_what_ran(step, table)}",
-            weight=share * 0.5, share=share, amount=excess, unit="s",
-            evidence=f"{clock[0]} step times of the timing pass; each step's FLOPs and "
-                     "model calls where counted",
-            suggestion="mark it with pa.region (\"eval\") to time it apart from the steps "
-                       "like the others (their median leaves it out, their mean does not)"
-                       if step["different_work"] else ""))
     return found
