@@ -30,6 +30,28 @@ def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
+#: a process of the second user tests run beside root: setpriv's command line
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def second_user_cannot() -> str:
+    """Why these tests cannot run a process as a second user (nobody) here; '' when they
+    can: root, setpriv, and a checkout nobody can read (one made by `mktemp -d` is root's
+    alone: its targets never started)."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv to run a process as a second user (nobody)"
+    probe = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c",
+         f"import profile_all; open({str(TARGETS / 'listening_loop.py')!r}).close()"],
+        capture_output=True, text=True, timeout=120, cwd="/")
+    if probe.returncode:
+        said = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the second user (nobody) cannot read this checkout or its Python: {said}"
+    return ""
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as probe:

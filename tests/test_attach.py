@@ -6,7 +6,6 @@ left running."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import time
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, processes_with, profile_all
+from conftest import AS_NOBODY, TARGETS, processes_with, profile_all, second_user_cannot
 
 
 class Loop:
@@ -178,12 +177,12 @@ def test_bad_targets_are_refused_in_one_line(tmp_path, who, message):
 
 def test_another_user_s_process_is_refused(tmp_path):
     """Run as a user who is not root (nobody), attaching to root's process."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv to run profile-all as another user")
+    cannot = second_user_cannot()
+    if cannot:
+        pytest.skip(cannot)
     with Loop(tmp_path) as loop:
         done = subprocess.run(
-            [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+            [*AS_NOBODY, sys.executable,
              "-m", "profile_all", "attach", str(loop.pid), "-o", "/tmp/never"],
             capture_output=True, text=True, timeout=120, cwd="/tmp")
         loop.finish()

@@ -21,16 +21,13 @@ from pathlib import Path
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import AS_NOBODY, TARGETS, profile_all, second_user_cannot
 from profile_all.backends import py_spy_recorder
 from profile_all.runner.attach import check_target
 from profile_all.runner.listen_folder import file_name
 
-SETPRIV = shutil.which("setpriv")
-NOBODY = [SETPRIV or "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-as_root_with_a_second_user = pytest.mark.skipif(
-    os.geteuid() != 0 or SETPRIV is None,
-    reason="needs root and setpriv to run a process as a second user (nobody)")
+_CANNOT = second_user_cannot()
+as_root_with_a_second_user = pytest.mark.skipif(bool(_CANNOT), reason=_CANNOT)
 
 
 class Target:
@@ -41,7 +38,7 @@ class Target:
                  env: dict[str, str] | None = None, cwd: Path | None = None,
                  prefix: tuple[str, ...] = ()) -> None:
         self.process = subprocess.Popen(
-            [*prefix, *(NOBODY if nobody else []), sys.executable, str(TARGETS / script),
+            [*prefix, *(AS_NOBODY if nobody else []), sys.executable, str(TARGETS / script),
              *args],
             stdout=subprocess.PIPE, text=True, cwd=cwd,
             env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
@@ -88,7 +85,7 @@ def shared():
 
 def _attach(pid: int, out: Path, *args: str, nobody: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
-        [*(NOBODY if nobody else []), sys.executable, "-m", "profile_all", "attach", str(pid),
+        [*(AS_NOBODY if nobody else []), sys.executable, "-m", "profile_all", "attach", str(pid),
          "-o", str(out), *args], stderr=subprocess.PIPE, text=True, cwd=out.parent,
         env={**os.environ, "HOME": str(out.parent), "COLUMNS": "200"})
 
@@ -118,7 +115,7 @@ def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, monkey
                 nobody=True, env={"HOME": str(shared)}) as crafty:
         crafty.wait_for("ready")
         planted = Path(f"/tmp/profile-all-listen-65534/{file_name(crafty.pid)}.request.json")
-        subprocess.run([*NOBODY, "ln", "-sfn", str(victim), str(planted)], check=True)
+        subprocess.run([*AS_NOBODY, "ln", "-sfn", str(victim), str(planted)], check=True)
         attach = _attach(crafty.pid, tmp_path / "run", "--duration", "0.5")
         _out, err = attach.communicate(timeout=120)
         (shared / "stop").touch()
@@ -224,7 +221,7 @@ def test_two_users_attaching_at_once_one_is_refused(tmp_path, shared):
         first = _attach(loop.pid, tmp_path / "first", "--duration", "2")
         assert "sampling process" in first.stderr.readline()
         second = subprocess.run(
-            [*NOBODY, sys.executable, "-m", "profile_all", "attach", str(loop.pid), "-o",
+            [*AS_NOBODY, sys.executable, "-m", "profile_all", "attach", str(loop.pid), "-o",
              str(shared / "second")], capture_output=True, text=True, timeout=120,
             cwd=shared, env={**os.environ, "HOME": str(shared)})
         _out, err = first.communicate(timeout=120)
@@ -309,7 +306,7 @@ def test_a_lock_file_planted_otherwise_refuses_the_attach(tmp_path, shared, plan
                 nobody=True, env={"HOME": str(shared)}) as crafty:
         crafty.wait_for("ready")
         lock = Path(f"/tmp/profile-all-listen-65534/{file_name(crafty.pid)}.attach.lock")
-        subprocess.run([*NOBODY, *[str(victim) if a == "VICTIM" else a for a in planted],
+        subprocess.run([*AS_NOBODY, *[str(victim) if a == "VICTIM" else a for a in planted],
                         str(lock)], check=True)
         done = profile_all("attach", crafty.pid, "--duration", "0.5", "-o", tmp_path / "run")
         (shared / "stop").touch()
