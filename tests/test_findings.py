@@ -107,6 +107,21 @@ def test_memory_growing_all_along_is_named_and_a_start_up_rise_is_not():
     assert _rules(_report([], timeline=_rss(times, rise_then_flat)), "memory").empty
 
 
+def test_memory_grows_across_the_steps_not_before_them():
+    """Imports and the model's building (transformers' take seconds) grew RSS for most of
+    the pass, and a script that keeps nothing was said to leak: growth is looked for from
+    the end of the first step to the end of the last."""
+    times = np.linspace(0, 12, 241)
+    building = 200e6 + 300e6 * np.clip(times / 10.0, 0, 1)  # 10 s of start-up, then flat
+    steps = [["memory", 5, 0, "step", "step", t, t, np.nan, "s"]
+             for t in np.linspace(10.0, 12.0, 30)]
+    assert len(_rules(_report([], timeline=_rss(times, building)), "memory")) == 1  # unsaid
+    assert _rules(_report([], timeline=_rss(times, building) + steps), "memory").empty
+    leak = building + 60e6 * np.clip(times - 10.0, 0, 2)
+    found = _rules(_report([], timeline=_rss(times, leak) + steps), "memory")
+    assert len(found) == 1 and "RSS +" in found["finding"].iloc[0]
+
+
 def test_memory_that_compiling_takes_is_no_leak():
     """A recompile halfway: RSS ramps for the 1.5 s it compiles, flat before and after; the
     same ramp with no compilation said is a leak."""

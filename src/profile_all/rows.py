@@ -23,8 +23,9 @@ SAMPLE_COLUMNS = ["backend", "pass", "rank", "scope", "name", "parent", "metric"
 #: The timeline (`Report.timeline`, timeline.parquet): what happened over the target's time,
 #: in seconds since the pass's target started: a row per sample of a series (series `rss`:
 #: name `process` or `children`, value in bytes, start = end; series `cuda`: name
-#: `allocated`, the CUDA memory allocated as each step ended) or per call of a top-level
-#: region (series `region`: name its path, start and end, no value).
+#: `allocated`, the CUDA memory allocated as each step ended; series `step`: each step's end,
+#: start = end, no value) or per call of a top-level region (series `region`: name its
+#: path, start and end, no value).
 TIMELINE_COLUMNS = ["backend", "pass", "rank", "series", "name", "start", "end", "value",
                     "unit"]
 

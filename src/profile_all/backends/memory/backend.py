@@ -27,6 +27,7 @@ chart shades them, at most TIMELINE_CALLS_PER_REGION each).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -135,6 +136,7 @@ class Memory(Backend):
         self._calls: dict[tuple[str, str], tuple[array, array]] = {}
         self._pid = os.getpid()
         self._cuda = self._cuda_peaks()
+        self._step_ends = array("d")  # seconds since the start: the steps on the timeline
         self._lines = None
         if self.options.get("lines"):
             from profile_all.backends.memory.lines import LineMemory, parse_specs
@@ -172,8 +174,12 @@ class Memory(Backend):
         return time.time(), self._cuda is not None and self._cuda.enter()
 
     def step(self) -> None:
-        if self._cuda is not None and os.getpid() == self._pid:
-            self._cuda.step_ended(time.time() - self._started)
+        if os.getpid() != self._pid:
+            return
+        now = time.time() - self._started
+        self._step_ends.append(now)
+        if self._cuda is not None:
+            self._cuda.step_ended(now)
 
     def exit(self, name: str, parent: str, token: tuple[float, bool]) -> None:
         if os.getpid() != self._pid:
@@ -229,6 +235,7 @@ class Memory(Backend):
         self._path.unlink(missing_ok=True)
         steps = [["cuda", "allocated", at, at, allocated, "B"]
                  for at, allocated in (self._cuda.at_steps if self._cuda else [])]
+        steps += [["step", "step", at, at, math.nan, "s"] for at in self._step_ends]
         return Collected(rows, [Artifact(self.name, f"artifacts/{dat.name}", "mprof",
                                          f"mprof plot {{run_dir}}/artifacts/{dat.name}")],
                          timeline=timeline(profile, self._started) + region_bands(

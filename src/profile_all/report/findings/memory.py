@@ -42,17 +42,30 @@ _GROWING = (("rss", "process", "RSS", GROWTH_SAMPLES, GROWTH_SECONDS),
             ("cuda", "allocated", "CUDA memory allocated", GROWTH_STEPS, 0.0))
 
 
+def _in_steps(samples: pd.DataFrame, timeline: pd.DataFrame, key: tuple) -> pd.DataFrame:
+    """The samples from the end of the pass's first step to the end of its last (imports
+    and the model's building before: 'memory grows steadily' on a script that keeps
+    nothing); where its steps are not on the timeline, after its first quarter."""
+    backend, run_pass, rank = key
+    ends = timeline[(timeline["series"] == "step") & (timeline["backend"] == backend)
+                    & (timeline["pass"] == run_pass) & (timeline["rank"] == rank)]["start"]
+    samples = samples.sort_values("start")
+    if len(ends) < 3:
+        return samples.iloc[len(samples) // 4:]
+    return samples[samples["start"].between(float(ends.min()), float(ends.max()))]
+
+
 def growth(report: RunData) -> list[Finding]:
-    """RSS, or CUDA memory step after step, rising steadily over a pass after its first
-    quarter (start-up allocations), torch.compile's compilations left out."""
+    """RSS, or CUDA memory step after step, rising steadily across a pass's steps (after
+    the first, which holds the start-up), torch.compile's compilations left out."""
     timeline = report.timeline
     out = []
     for series, name, what, fewest, seconds in _GROWING:
         picked = timeline[(timeline["series"] == series) & (timeline["name"] == name)]
-        for (backend, run_pass, rank), samples in picked.groupby(["backend", "pass", "rank"]):
+        for key, samples in picked.groupby(["backend", "pass", "rank"]):
+            backend, run_pass, rank = key
             samples = _outside_compilation(samples, report, run_pass)
-            found = _grown(samples.sort_values("start").iloc[len(samples) // 4:], fewest,
-                           seconds)
+            found = _grown(_in_steps(samples, timeline, key), fewest, seconds)
             if found is None:
                 continue
             grown, span, (slope, r), count = found
