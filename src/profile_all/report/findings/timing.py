@@ -107,6 +107,8 @@ def _input_sources(report: RunData) -> list[tuple[float, str, str, str]]:
 #: names only a DataLoader with workers (num_workers > 0) runs in the main process: its
 #: iterator's class in torch.profiler's range, the queue read in cProfile's functions
 _WITH_WORKERS = re.compile(r"_MultiProcessingDataLoaderIter|dataloader\.py:\d+\(_try_get_data\)")
+#: any sign of a torch DataLoader: its iterator's range, its functions, its frames
+_ANY_DATALOADER = re.compile(r"DataLoader|dataloader\.py")
 #: and only one without: the samples are fetched in the main process
 _WITHOUT_WORKERS = re.compile(r"_SingleProcessDataLoaderIter|fetch\.py:\d+\(fetch\)")
 
@@ -121,6 +123,11 @@ def _input_suggestion(report: RunData) -> str:
     if names.str.contains(_WITHOUT_WORKERS).any():
         return ("the DataLoader loads in the main process (num_workers=0): DataLoader("
                 "num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2+)")
+    if not names.str.contains(_ANY_DATALOADER).any():
+        return ("no DataLoader was seen: the batches are made in the main process, in the "
+                "step; make them on the device, or ahead of the step (a thread, or a "
+                "DataLoader with workers); the functions and operators inside say what takes "
+                "the time")
     return ("DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
             "prefetch_factor=2+); decode and augment in the workers or on the device; "
             "cache what is preprocessed")
