@@ -360,3 +360,26 @@ def test_device_findings_on_a_real_a100_trace(fixtures, tmp_path):
     assert talking["share"].iloc[0] == pytest.approx(_sweep([nccl]) / busy, abs=1e-3)
     overlapped = _sweep([nccl, compute]) / _sweep([nccl])  # 15.6%
     assert f"{overlapped:.1%} of it overlapped by computation" in talking["finding"].iloc[0]
+
+
+def test_a_share_from_a_handful_of_samples_says_so_and_does_not_lead():
+    """One py-spy sample in a 25-step window of 22 ms made a full bar that led the
+    findings."""
+    facts = {**TIMER, "my.sampler": Facts(sampled=True).to_dict()}
+
+    def sampled(taken):
+        return _report([*STEPS,
+                        _t("run", "run", taken, metric="samples", backend="my.sampler",
+                           unit="count"),
+                        _t("function", "train.py:10(work)", 10.0, metric="self_time",
+                           backend="my.sampler")],
+                       {"backend_facts": facts, "doubts": ["the clean timing pass was noisy"]})
+
+    few = sampled(1).findings()
+    line = few[few["finding"].str.startswith("function ")]
+    assert line["finding"].iloc[0].endswith(
+        "(from 1 sample only: a rough share; more steps, or a higher sampling rate, give "
+        "more)")
+    assert few["rule"].iloc[0] == "trust"  # what the run's checks say leads, not the sample
+    many = sampled(500).findings()
+    assert "rough share" not in " ".join(many["finding"])

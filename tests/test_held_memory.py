@@ -80,3 +80,18 @@ def test_cuda_memory_by_what_holds_it_and_the_allocator_snapshot(tmp_path):
     assert ends["optimizer_state"].iloc[-1] == pytest.approx(2 * ADAM_PARAMETERS, rel=0.01)
     snapshot = report.run_dir / "artifacts" / "cuda_memory_snapshot.pickle"
     assert snapshot.stat().st_size > 0
+
+
+def test_what_holds_a_small_peak_weighs_little():
+    """A 4 MiB activation peak of a 0.1 M-parameter model was the first finding, above every
+    time finding: a peak weighs by its share of the memory there (half of it or more: in
+    full)."""
+    from types import SimpleNamespace
+
+    from profile_all.report.findings.held_memory import _pressure
+
+    run = SimpleNamespace(meta=SimpleNamespace(environment={"memory_total": 24 * 2**30,
+                                                            "gpu_memory_total": 80 * 2**30}))
+    assert _pressure(run, "cpu", 4 * 2**20) == pytest.approx(4 / (12 * 1024))
+    assert _pressure(run, "cuda:0", 60 * 2**30) == 1.0
+    assert _pressure(SimpleNamespace(meta=SimpleNamespace(environment={})), "cpu", 1) == 1.0

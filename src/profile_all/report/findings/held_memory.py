@@ -17,6 +17,17 @@ STATE_RATIO = 1.5
 #: what grows with the batch holding this share of a step's peak or more, and more than
 #: any other category there
 ACTIVATION_SHARE = 0.4
+#: a peak at this share of the memory there or more weighs fully: below it, what holds
+#: the peak costs the user less (a 4 MiB peak of a small model led every time finding)
+PRESSING = 0.5
+
+
+def _pressure(report: RunData, device: str, total: float) -> float:
+    """How much a peak of `total` bytes on `device` matters: its share of the memory
+    there over PRESSING, at most 1; 1 where the capacity is not known."""
+    key = "memory_total" if device == "cpu" else "gpu_memory_total"
+    capacity = report.meta.environment.get(key)
+    return min(1.0, total / capacity / PRESSING) if capacity else 1.0
 
 
 def optimizer_state(report: RunData) -> list[Finding]:
@@ -37,7 +48,8 @@ def optimizer_state(report: RunData) -> list[Finding]:
             "memory", f"optimizer state is {ratio:.1f}x the parameters on {device}"
             + (f" rank {rank}" if ends["rank"].nunique() > 1 else "") + f": "
             f"{fmt.size(last['optimizer_state'])} against {fmt.size(last['parameters'])}",
-            weight=share * 0.5, share=share, amount=float(last["optimizer_state"]), unit="B",
+            weight=share * 0.5 * _pressure(report, device, float(last["total"])), share=share,
+            amount=float(last["optimizer_state"]), unit="B",
             evidence=f"torch's memory profile at the end of {last['step']}: parameters "
                      f"{fmt.size(last['parameters'])}, gradients "
                      f"{fmt.size(last['gradients'])}, optimizer state "
@@ -70,7 +82,8 @@ def activations_at_peak(report: RunData) -> list[Finding]:
         what = "activations" + (" and their gradients" if peak["autograd"] > 0 else "")
         out.append(Finding(
             "memory", f"{what} make the peak on {device}{where}: {fmt.size(batch)} of "
-            f"{fmt.size(peak['total'])} ({fmt.share(share)})", weight=share * 0.6,
+            f"{fmt.size(peak['total'])} ({fmt.share(share)})",
+            weight=share * 0.6 * _pressure(report, device, float(peak["total"])),
             share=share, amount=float(batch), unit="B",
             evidence=f"torch's memory profile at the peak{where}: activations "
                      f"{fmt.size(peak['activations'])}, autograd's "
