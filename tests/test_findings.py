@@ -383,3 +383,25 @@ def test_a_share_from_a_handful_of_samples_says_so_and_does_not_lead():
     assert few["rule"].iloc[0] == "trust"  # what the run's checks say leads, not the sample
     many = sampled(500).findings()
     assert "rough share" not in " ".join(many["finding"])
+
+
+def test_a_wait_for_a_subprocess_is_not_made_heavier_by_tracing():
+    """Inductor's subprocess.run (15 calls, 6 s) was named among the functions cProfile
+    'makes heavier': a tracer's per-call cost makes no wait longer."""
+    facts = {**TIMER, "my.tracer": Facts().to_dict(),
+             "my.sampler": Facts(sampled=True).to_dict()}
+    rows = [*STEPS]
+    for name, traced, sampled in (("train.py:1(<module>)", 10.0, 10.0),
+                                  ("/usr/lib/python3.11/subprocess.py:506(run)", 6.0, 2.0),
+                                  ("train.py:5(work)", 3.5, 2.0)):
+        rows += [_t("function", name, traced, metric="cumulative_time", backend="my.tracer"),
+                 _t("function", name, sampled, metric="cumulative_time",
+                    backend="my.sampler"),
+                 _t("function", name, sampled * 100, metric="samples", backend="my.sampler",
+                    unit="count"),
+                 _t("function", name, 0.1, metric="self_time", backend="my.tracer")]
+    found = _rules(_report(rows, {"backend_facts": facts}), "distortion")
+    assert len(found) == 1
+    said = found["finding"].iloc[0]
+    assert said.startswith("my.tracer makes 1 function heavier than my.sampler sees it")
+    assert "train.py:5(work)" in said and "subprocess" not in said
