@@ -405,3 +405,22 @@ def test_a_wait_for_a_subprocess_is_not_made_heavier_by_tracing():
     said = found["finding"].iloc[0]
     assert said.startswith("my.tracer makes 1 function heavier than my.sampler sees it")
     assert "train.py:5(work)" in said and "subprocess" not in said
+
+
+def test_the_import_machinery_is_start_up_not_where_the_steps_time_goes():
+    """A script that imports transformers: `import_utils.fetch__all__` and `marshal.loads`
+    led the function findings."""
+    rows = [*STEPS, _t("run", "run", 20.0)]
+    for name, own, cumulative in (
+            ("<frozen importlib._bootstrap>:1165(_find_and_load)", 0.5, 9.0),
+            ("transformers/utils/import_utils.py:2000(fetch__all__)", 4.0, 4.0),
+            ("{built-in method marshal.loads}", 3.0, 3.0),
+            ("train.py:12(train)", 6.0, 10.0)):
+        rows += [_t("function", name, own, metric="self_time"),
+                 _t("function", name, cumulative, metric="cumulative_time")]
+    found = _report(rows).findings()
+    functions = found[found["finding"].str.startswith("function ")]["finding"].tolist()
+    assert functions == ["function train.py:12(train): 60.0% of the step time, in itself"]
+    start = found[found["rule"] == "start-up"]["finding"].tolist()
+    assert start == ["start-up: importing took 9 s, 45.0% of the run (left out of where the "
+                     "steps' time goes)"]

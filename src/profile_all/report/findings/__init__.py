@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_breaks,
          timing.input_bound, timing.where_time_goes, steps.warm_up, steps.unusual_steps,
-         memory.growth, memory.near_capacity, memory.allocator, held_memory.optimizer_state,
-         held_memory.activations_at_peak, device.idle, device.syncs,
+         steps.start_up, memory.growth, memory.near_capacity, memory.allocator,
+         held_memory.optimizer_state, held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,
          per_rank.launch_bound, trust.doubts, trust.straggler,
          per_rank.computation_straggler)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
+from profile_all.report import start_up as start_up_view
 from profile_all.report import step_work
-from profile_all.report.findings.finding import Finding, step_samples, timer
+from profile_all.report.findings.finding import Finding, step_samples, timer, totals
 
 if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
@@ -91,3 +92,29 @@ def unusual_steps(report: RunData) -> list[Finding]:
                        "like the others (their median leaves it out, their mean does not)"
                        if step["different_work"] else ""))
     return found
+
+
+#: importing this share of the run or more is said apart
+IMPORTS_WORTH_SAYING = 0.2
+
+
+def start_up(report: RunData) -> list[Finding]:
+    """Importing, said apart from where the steps' time goes (the function findings leave
+    the import machinery out)."""
+    functions = report.scoped("function")
+    seconds = start_up_view.import_time(functions[functions["parent"] == ""])
+    clock = timer(report)
+    run = totals(report, clock[0], "run") if clock else pd.DataFrame()
+    run = run[run["name"] == "run"] if not run.empty else run
+    if not seconds or run.empty or not float(run["value"].iloc[0]) > 0:
+        return []
+    share = seconds / float(run["value"].iloc[0])
+    if share < IMPORTS_WORTH_SAYING:
+        return []
+    return [Finding(
+        "start-up", f"start-up: importing took {fmt.seconds(seconds)}, {fmt.share(share)} of "
+        "the run (left out of where the steps' time goes)", weight=share * 0.2, share=share,
+        amount=seconds, unit="s",
+        evidence="the function profile's import machinery (_find_and_load, cumulative)",
+        suggestion="import what the run uses (a package's submodule, not the package); "
+                   "a long job pays it once")]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.report import compilation, sampling
+from profile_all.report import compilation, sampling, start_up
 from profile_all.report.findings.finding import Finding, base_time, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
@@ -201,9 +201,9 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     the last step is in them, and in no step). A function that only waits
     (`select.poll`, a lock, `time.sleep`) is said to wait, not to be where work is done."""
     frame = report.scoped(scope)
-    rows = compilation.without_machinery(
+    rows = start_up.without_imports(compilation.without_machinery(
         frame[(frame["metric"] == "self_time") & (frame["stat"] == "total")
-              & (frame["name"] != UNATTRIBUTED)])
+              & (frame["name"] != UNATTRIBUTED)]))
     if scope == "function":  # one view of the target's own process: sampled, else traced
         rows = rows[rows["backend"].isin(sampling.function_backends(
             report.scoped("function", "run"), report.facts))
