@@ -177,3 +177,17 @@ def test_flop_counting_imports_no_dynamo_until_the_target_does():
     by_hand = 2 * 8 * (64 * 128 + 128 * 10)
     assert f"EAGER {by_hand} False" in done.stdout
     assert f"COMPILED {by_hand} True" in done.stdout
+
+
+def test_a_recompile_gets_advice_for_the_guard_that_failed():
+    """An evaluation under no_grad, then training: 'GLOBAL_STATE changed: grad_mode' (torch
+    2.13's reason, from tests' recompiling script run by hand) got shape advice
+    (mark_dynamic, dynamic=True)."""
+    from profile_all.report.findings.compiling import _try_for
+
+    grad = _try_for("0/0: GLOBAL_STATE changed: grad_mode")
+    assert grad.startswith("the grad mode changed") and "mark_dynamic" not in grad
+    assert "mark_dynamic" in _try_for("0/1: tensor 'L['x']' size mismatch at index 0. "
+                                      "expected 8, actual 12")
+    assert _try_for("0/2: something new") == ("TORCH_LOGS=recompiles shows each guard that "
+                                             "failed and why")

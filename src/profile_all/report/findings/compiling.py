@@ -3,6 +3,7 @@ break with its reason and the user's line, and what to try for each."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from profile_all import units as fmt
@@ -19,6 +20,34 @@ _WARM_START = ("keep Inductor's caches for warm starts (on by default in "
 _DYNAMIC = ("mark the dimension that changes as dynamic before the first call "
             "(torch._dynamo.mark_dynamic(x, 0)), or torch.compile(..., dynamic=True): one "
             "graph for every size instead of a compile per size")
+#: what to try by the guard that failed (its reason's first line), the first that matches;
+#: none matched: no advice (a grad-mode change got shape advice)
+_BY_GUARD = (
+    (re.compile(r"size mismatch|stride mismatch|dimensionality|dim mismatch|ndim"), _DYNAMIC),
+    (re.compile(r"grad_mode|GLOBAL_STATE"),
+     "the grad mode changed (an evaluation under no_grad, then training): one graph a "
+     "mode, compiled once each; expected, and no more after both ran; compile the "
+     "evaluation as a function of its own to keep it apart"),
+    (re.compile(r"\.training\b"),
+     "the module switched between train() and eval(): one graph a mode, compiled once "
+     "each; expected, and no more after both ran"),
+    (re.compile(r"dtype mismatch|dtype"),
+     "an input's dtype changed: cast inputs to one dtype before the compiled call"),
+    (re.compile(r"requires_grad"),
+     "an input's requires_grad changed: make inputs alike (detach() what needs no grad)"),
+    (re.compile(r"device mismatch|device"),
+     "an input's device changed: move inputs to the model's device before the call"),
+    (re.compile(r"cache_size_limit|recompile_limit"),
+     "the frame hit the recompile limit and runs eagerly from then on: find what changes "
+     "between calls (TORCH_LOGS=recompiles) and keep it fixed, or mark it dynamic"),
+)
+
+
+def _try_for(reason: str) -> str:
+    return next((said for guard, said in _BY_GUARD if guard.search(reason)),
+                "TORCH_LOGS=recompiles shows each guard that failed and why")
+
+
 _FULLGRAPH = ("torch.compile(..., fullgraph=True) raises at each break, so each can be found "
               "and removed; torch._dynamo.explain(fn)(*args) lists them all")
 
@@ -62,7 +91,7 @@ def recompiles_and_breaks(report: RunData) -> list[Finding]:
             out.append(Finding(
                 "compile", f"recompiled {where}: {reason}", weight=0.3, amount=event['seconds'],
                 unit="s", evidence=f"pass {event['pass']}: torch's compile records, "
-                f"{fmt.seconds(event['seconds'])} to recompile", suggestion=_DYNAMIC))
+                f"{fmt.seconds(event['seconds'])} to recompile", suggestion=_try_for(reason)))
         elif event['event'] == "graph break":
             out.append(Finding(
                 "compile", f"graph break at {where}: {reason}", weight=0.25,
