@@ -107,3 +107,23 @@ def test_a_stack_deep_enough_to_hurt_is_read_in_bounded_memory(tmp_path):
     assert done.returncode == 0, done.stderr
     calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
     assert len(calls) == 256  # 256 levels: the thread, then 255 frames
+
+
+def test_a_child_process_s_threads_and_exec_d_code_are_named_plainly(tmp_path):
+    """py-spy names a child process's threads `Process N Thread N ""`: the thread table
+    said `process 17394 Process 17394 Thread 17394 ""`; code run by exec (nanoGPT's
+    configurator) gave a line row `<string>:1`."""
+    frames = [*FRAMES, {"name": "<module>", "file": "<string>", "line": 1}]
+    parent = _sampled([[0, 1, 4]] * 50 + [[0, 1]] * 50, [0.01] * 100,
+                      name='Process 100 Thread 100 "MainThread"')
+    child = _sampled([[0, 1]] * 20, [0.01] * 20, name='Process 101 Thread 101 ""')
+    worker = _sampled([[0, 1]] * 10, [0.01] * 10, name='Process 101 Thread 102 ""')
+    path = tmp_path / "job.speedscope.json"
+    _write(path, _file(frames, [parent, child, worker]))
+    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert set(report.threads()["thread"]) == {
+        "MainThread", "process 101 MainThread", "process 101 thread 102"}
+    lines = report.frame[report.frame["scope"] == "line"]
+    assert not lines["name"].str.startswith("<string>").any()

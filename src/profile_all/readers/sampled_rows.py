@@ -241,7 +241,8 @@ def _function_rows(tally: _Tally, process: str, timed: bool) -> list[list[Any]]:
 def _line_rows(tally: _Tally, named: set[str]) -> list[list[Any]]:
     """Lines of the user's hottest functions and of those named, named as the memory
     backend names its lines (`file.py:LINE source`, parent `file.py:FIRST(function)`)."""
-    user = {function for function, _line in tally.lines}
+    # code `exec` ran (`<string>`, nanoGPT's configurator) has no file to show lines of
+    user = {function for function, _line in tally.lines if not function.startswith("<")}
     hottest = sorted(user, key=lambda function: -tally.seconds[function])[:LINE_FUNCTIONS]
     wanted = set(hottest) | {function for function in user if _named(function, named)}
     rows = []

@@ -118,13 +118,21 @@ def _frames(path: Path, shared: Any, bound: limits.Limits) -> list[Frame]:
     return frames
 
 
+def _thread_name(said: re.Match) -> str:
+    """py-spy's thread name; a thread it names "" (a child process's, as py-spy sees
+    them): MainThread where its id is its process's, else `thread ID`."""
+    if said.group(3):
+        return said.group(3)
+    return "MainThread" if said.group(1) == said.group(2) else f"thread {said.group(2)}"
+
+
 def _thread(path: Path, position: int, profile: Any, frames: int,
             bound: limits.Limits, heaviest: float) -> Thread:
     _check_profile(path, position, profile)
     name = profile.get("name") if isinstance(profile.get("name"), str) else ""
     bound.field(path, len(name), f"profile {position}'s name")
     said = _PROFILE_NAME.match(name)
-    thread = Thread(said.group(3) or name if said else name,
+    thread = Thread(_thread_name(said) if said else name,
                     int(said.group(1)) if said and said.group(1) else None,
                     int(said.group(2)) if said else None)
     for sample, weight in zip(profile["samples"], profile["weights"], strict=True):
