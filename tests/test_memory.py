@@ -122,6 +122,14 @@ def test_line_by_line_for_named_and_decorated_functions(tmp_path):
     decorated = lines[lines["line"].str.contains("kept = bytearray(30", regex=False)]
     assert decorated["function"].item().endswith("(decorated)")
     assert decorated["rss_increment"].item() >= 28 * MIB
+    # the def line is the function's entry: its 'increment' was the process's whole RSS
+    entry = lines[lines["line"].str.contains("def grow():", regex=False)]
+    assert entry["rss_increment"].isna().all() and (entry["calls"] > 0).all()
+    # lines asked for are shown whole, in summary.md and the terminal, whatever --top
+    summary = (out / "summary.md").read_text()
+    assert "blocks.append(bytearray(20 * MIB))" in summary
+    assert "blocks.append" in done.stderr
+    assert (lines["named"] == 1).all()
 
 
 def test_a_killed_target_keeps_its_timeline(tmp_path):

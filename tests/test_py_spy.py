@@ -174,3 +174,19 @@ def test_a_pass_samples_the_target_s_child_and_py_spy_is_not_below_the_target(tm
     child = sampled[sampled["process"] != ""]
     assert not child.empty and child["process"].str.startswith("process ").all()
     assert child["name"].str.contains("<string>").any()  # the child's own code
+
+
+def test_lines_asked_for_by_name_are_shown_whatever_the_top(tmp_path):
+    """`--py-spy-lines two_costs:tiny`: its lines were in summary.md and the terminal only
+    with --top 100 (behind the hottest functions' lines)."""
+    run = tmp_path / "run"
+    done = profile_all("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
+                       "--py-spy-rate", "200", "--py-spy-lines", "two_costs:tiny",
+                       "-o", run, "--", "30", env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    lines = pa.load(run).lines()
+    named = lines[lines["named"] == 1]
+    assert not named.empty and named["function"].str.endswith("(tiny)").all()
+    summary = (run / "summary.md").read_text()
+    for line in named["line"]:
+        assert line in summary

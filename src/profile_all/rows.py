@@ -108,6 +108,8 @@ UNIT_OF_METRIC = {
     "idle_time": "s",
     # a process's threads, as the OS counts them (profile-all attach)
     "threads": "count",
+    # 1 on a line of a function asked for by name (--memory-lines, --py-spy-lines)
+    "named": "count",
 }
 
 

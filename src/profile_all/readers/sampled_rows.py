@@ -255,6 +255,8 @@ def _line_rows(tally: _Tally, named: set[str]) -> list[list[Any]]:
         rows += [row("line", name, "self_time", self_seconds, parent=parent),
                  row("line", name, "cumulative_time", seconds, parent=parent),
                  row("line", name, "samples", samples, parent=parent)]
+        if _named(function, named):  # asked for: shown whatever the renderer's top
+            rows.append(row("line", name, "named", 1, parent=parent))
     return rows
 
 

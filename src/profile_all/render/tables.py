@@ -204,7 +204,10 @@ def lines_table(report: Report) -> pd.DataFrame:
     lines = report.lines()
     if lines.empty:
         return pd.DataFrame()
+    if "named" in lines.columns:  # the lines of functions asked for by name first
+        lines = lines.sort_values("named", ascending=False, kind="stable", na_position="last")
     shown = pd.DataFrame({"function": lines["function"], "line": lines["line"]})
+    shown.attrs["kept"] = int(lines["named"].fillna(0).sum()) if "named" in lines else 0
     for metric, label, formatter in (
             ("calls", "calls", fmt.count), ("rss_increment", "increment", fmt.size),
             ("rss", "RSS", fmt.size), ("self_time", "self (sampled)", fmt.seconds),
@@ -276,9 +279,11 @@ def compare_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def cut(frame: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, int]:
-    """The first `top` rows (all without `top`), and how many were left out."""
+    """The first `top` rows (all without `top`; at least the first `frame.attrs["kept"]`,
+    rows asked for by name), and how many were left out."""
     if top is None:
         return frame, 0
+    top = max(top, frame.attrs.get("kept", 0))
     return frame.head(top), max(0, len(frame) - top)
 
 

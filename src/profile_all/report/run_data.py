@@ -30,7 +30,7 @@ from profile_all.run_record import RunRecord
 _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
 _LINE_COLUMNS = ["function", "line", "calls", "rss_increment", "rss", "self_time",
-                 "cumulative_time", "samples"]
+                 "cumulative_time", "samples", "named"]
 _OPERATOR_METRICS = ["calls", "cpu_time", "self_time", "gpu_time", "self_gpu_time", "flops"]
 
 
@@ -256,7 +256,8 @@ class RunData(FrameViews):
     def lines(self) -> pd.DataFrame:
         """Line by line, a row per line of each function, in the order of the source:
         memory (memory --memory-lines: calls, increment, RSS) and time sampled (py-spy's
-        hottest functions and --py-spy-lines: self and cumulative time, samples)."""
+        hottest functions and --py-spy-lines: self and cumulative time, samples); `named`
+        is 1 on the lines of functions asked for by name."""
         rows = self.scoped("line")
         if rows.empty:
             return pd.DataFrame(columns=_LINE_COLUMNS)

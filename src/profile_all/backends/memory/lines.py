@@ -96,7 +96,10 @@ class LineMemory:
                 increment, usage, occurrences = measured
                 source = linecache.getline(filename, lineno).strip()
                 name = f"{Path(filename).name}:{lineno} {source}"
-                found += [(name, function, "rss_increment", increment * MIB, "total", "B"),
-                          (name, function, "rss", usage * MIB, "max", "B"),
-                          (name, function, "calls", occurrences, "total", "count")]
+                found += [(name, function, "rss", usage * MIB, "max", "B"),
+                          (name, function, "calls", occurrences, "total", "count"),
+                          (name, function, "named", 1, "total", "count")]
+                if lineno != code.co_firstlineno:  # the def line's is the whole RSS at entry
+                    found.append((name, function, "rss_increment", increment * MIB, "total",
+                                  "B"))
         return found
