@@ -424,3 +424,26 @@ def test_the_import_machinery_is_start_up_not_where_the_steps_time_goes():
     start = found[found["rule"] == "start-up"]["finding"].tolist()
     assert start == ["start-up: importing took 9 s, 45.0% of the run (left out of where the "
                      "steps' time goes)"]
+
+
+def test_threads_spinning_in_openmp_are_said():
+    """`--native` samples of a small CPU training, 79% in libgomp, and no finding said so."""
+    facts = {**TIMER, "my.sampler": Facts(sampled=True).to_dict()}
+
+    def sampled(spinning, taken):
+        rows = [*STEPS, _t("run", "run", taken, metric="samples", backend="my.sampler",
+                           unit="count")]
+        for name, own in (("(unresolved) (libgomp.so.1)", spinning),
+                          ("train.py:9(train)", taken - spinning)):
+            rows += [_t("function", name, own, metric=metric, backend="my.sampler",
+                        unit="count") for metric in ("samples", "self_samples")]
+            rows += [_t("function", name, own / 100, metric=metric, backend="my.sampler")
+                     for metric in ("self_time", "cumulative_time")]
+        return _report(rows, {"backend_facts": facts, "environment": {"cpu_count": 2}})
+
+    found = _rules(sampled(790, 1000), "threads")
+    assert found["finding"].tolist() == [
+        "79.0% of the samples were in the OpenMP runtime: threads waiting for each other at "
+        "a barrier, or spinning, not computing"]
+    assert "fewer threads than the 2 cores" in found["try"].iloc[0]
+    assert _rules(sampled(100, 1000), "threads").empty

@@ -23,6 +23,7 @@ from profile_all.report.findings import (
     memory,
     per_rank,
     steps,
+    threads,
     timing,
     trust,
 )
@@ -36,7 +37,7 @@ RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_bre
          steps.start_up, memory.growth, memory.near_capacity, memory.allocator,
          held_memory.optimizer_state, held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,
-         per_rank.launch_bound, trust.doubts, trust.straggler,
+         per_rank.launch_bound, threads.openmp_waits, trust.doubts, trust.straggler,
          per_rank.computation_straggler)
 
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from profile_all.report import sampling
+
 if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
 
@@ -80,3 +82,19 @@ def latency_doubt(report: RunData) -> str:
         return ""
     return (f"; the latency it rests on is unstable (coefficient of variation "
             f"{model['cv']:.0%}, over 10%): take it as rough")
+
+
+def few_samples(report: RunData, backend: str) -> tuple[str, float]:
+    """(what to say, how much to trust) of shares from a sampler that took fewer than
+    sampling.MIN_SAMPLES samples: one sample of a 22 ms window made a full bar that led
+    the findings."""
+    if backend not in sampling.sampled_backends(report.facts):
+        return "", 1.0
+    frame = report.scoped("run")
+    taken = float(frame[(frame["backend"] == backend)
+                        & (frame["metric"] == "samples")]["value"].sum())
+    if taken >= sampling.MIN_SAMPLES:
+        return "", 1.0
+    return (f" (from {taken:,.0f} sample{'s' if taken != 1 else ''} only: a rough share; "
+            "more steps, or a higher sampling rate, give more)",
+            taken / sampling.MIN_SAMPLES)

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 #: leading steps slower than this many times the steady median are warm-up
 WARM_UP_FACTOR = 2.0
+#: an unusual step's excess over the median step, as a share of all step time, worth a
+#: word: where it did other work (an evaluation), and where it did the same (a pause)
+OTHER_WORK_WORTH = 0.01
+PAUSE_WORTH = 0.05
 
 
 def warm_up(report: RunData) -> list[Finding]:
@@ -81,6 +85,8 @@ def unusual_steps(report: RunData) -> list[Finding]:
     for _, step in odd.head(3).iterrows():
         excess = float(step["time"]) - median
         share = excess / total if total > 0 else math.nan
+        if not share >= (OTHER_WORK_WORTH if step["different_work"] else PAUSE_WORTH):
+            continue  # a jitter of a few hundred µs in 300 steps: not worth a word
         found.append(Finding(
             "unusual-step", f"step {int(step['step'])} took {fmt.seconds(float(step['time']))}, "
             f"{step['x_median']:.1f}x the median step ({fmt.seconds(median)}): "

@@ -10,7 +10,7 @@ import pandas as pd
 
 from profile_all import units as fmt
 from profile_all.report import compilation, sampling, start_up
-from profile_all.report.findings.finding import Finding, base_time, timer, totals
+from profile_all.report.findings.finding import Finding, base_time, few_samples, timer, totals
 from profile_all.rows import UNATTRIBUTED, region_path
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
             else base_time(report, backend)
         if not base > 0:
             base, what = float(self_times.sum()), f"{kind}s' self time"
-        rough, trust = _few_samples(report, backend)
+        rough, trust = few_samples(report, backend)
         for name, seconds in self_times.sort_values(ascending=False).head(3).items():
             share = seconds / base if base > 0 else 0.0
             if share >= WORTH_NAMING:
@@ -232,22 +232,6 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
                     evidence=f"{backend} {kind}s: {fmt.seconds(seconds)} self of "
                              f"{fmt.seconds(base)} {what}"))
     return out
-
-
-def _few_samples(report: RunData, backend: str) -> tuple[str, float]:
-    """(what to say, how much to trust) of shares from a sampler that took fewer than
-    sampling.MIN_SAMPLES samples: one sample of a 22 ms window made a full bar that led
-    the findings."""
-    if backend not in sampling.sampled_backends(report.facts):
-        return "", 1.0
-    frame = report.scoped("run")
-    taken = float(frame[(frame["backend"] == backend)
-                        & (frame["metric"] == "samples")]["value"].sum())
-    if taken >= sampling.MIN_SAMPLES:
-        return "", 1.0
-    return (f" (from {taken:,.0f} sample{'s' if taken != 1 else ''} only: a rough share; "
-            "more steps, or a higher sampling rate, give more)",
-            taken / sampling.MIN_SAMPLES)
 
 
 def _traced_time(report: RunData, backend: str) -> tuple[float, str]:
