@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import profile_all as pa
-from conftest import TARGETS
+from conftest import TARGETS, profile_all
 from profile_all.backends import flop_formulas
 
 sys.path.insert(0, str(TARGETS))
@@ -178,3 +178,25 @@ def test_one_unlike_step_does_not_make_a_pass_noisy():
     assert _robust_variation(np.array([*steady, 0.073])) < 0.10
     spread = [0.005, 0.015, 0.010, 0.020, 0.008, 0.012]
     assert _robust_variation(np.array(spread)) > 0.10
+
+
+def test_a_language_model_is_benchmarked_on_token_ids(tmp_path):
+    """`--dtype int64` was refused: no language model could be benchmarked from the command
+    line. Token ids below the vocabulary (the fewest entries of its embeddings, here the
+    positions' 16), and the FLOPs of the hand count; no embedding, no vocabulary: one line."""
+    done = profile_all("model", f"{TARGETS / 'tiny_gpt.py'}:language_model", "--input-shape",
+                       f"{gpt.BATCH},{gpt.CONTEXT}", "--input-dtype", "int64", "--iters", "3",
+                       "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert report.counters().set_index("counter").loc["flop-counter", "flops"] == FORWARD
+    assert report.meta.target["input_dtype"] == "int64"
+    (tmp_path / "plain.py").write_text("from torch import nn\n\n\ndef make():\n"
+                                       "    return nn.Linear(8, 8)\n")
+    refused = profile_all("model", f"{tmp_path / 'plain.py'}:make", "--input-shape", "4,8",
+                          "--input-dtype", "int64", "-o", tmp_path / "refused")
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "profile-all: error: integer inputs (--input-dtype int64) draw token ids below a "
+        "vocabulary: the model has no nn.Embedding to take it from; give --vocab-size N"]
+    assert not (tmp_path / "refused").exists()

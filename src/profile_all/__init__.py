@@ -181,7 +181,8 @@ def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = 
 def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
                   input_shapes: Sequence[Sequence[int]] | None = None,
                   backends: Sequence[str] | None = None, out: str | Path | None = None,
-                  dtype: str | None = None, device: str = "auto", train: bool = False,
+                  dtype: str | None = None, input_dtype: str | None = None,
+                  vocab_size: int | None = None, device: str = "auto", train: bool = False,
                   batch_size: int | str | None = None, warmup: int = 10,
                   iters: int | None = None, budget_seconds: float = 10.0,
                   max_memory: float | str | None = None, count_on: str = "device",
@@ -193,7 +194,9 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     model: a live nn.Module (every pass runs in this process) or a SPEC string,
     `package.module:factory` or `file.py:factory` (every pass in a fresh process).
     example_inputs: tensors whose shapes (and dtype) the measured inputs take; or
-    input_shapes. batch_size: a number replaces the first dimension; "auto" searches for
+    input_shapes. input_dtype: the inputs' dtype where not `dtype` (the model's): int64
+    makes token ids below vocab_size (default: the model's, from its nn.Embedding or its
+    config). batch_size: a number replaces the first dimension; "auto" searches for
     the batch with the best throughput. iters=None: repeat until the median's 95%
     confidence interval is within 2%, or budget_seconds run out.
     backends: default flop-counter, thop and flops-profiler (the benchmark always runs).
@@ -211,12 +214,14 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
         raise validate.ArgumentTypeError(f"model must be an nn.Module or a SPEC string "
                                          f"('package.module:factory'), not "
                                          f"{type(model).__name__}")
-    shapes, dtype = validate.model_inputs(example_inputs, input_shapes, dtype)
+    shapes, dtype, input_dtype = validate.model_inputs(example_inputs, input_shapes, dtype,
+                                                       input_dtype)
     out = validate.path("out", out, optional=True)
     shapes = validate.batched(shapes, batch_size)
     target = ModelTarget(
         spec=model if not live else f"<live>:{type(model).__name__}", input_shapes=shapes,
-        dtype=dtype or "float32", device=device, train=train, warmup=warmup, iters=iters,
+        dtype=dtype or "float32", input_dtype=input_dtype, vocab_size=vocab_size,
+        device=device, train=train, warmup=warmup, iters=iters,
         budget_seconds=budget_seconds, batch_search=batch_size == "auto",
         max_memory=validate.byte_size("max_memory (--max-memory)", max_memory),
         count_on=count_on, live_model=model if live else None)

@@ -173,8 +173,14 @@ def model(
     input_shape: Annotated[list[str], typer.Option(
         metavar="SHAPE", help="an input's shape, like 1,3,224,224 (repeat for several inputs)")],
     dtype: Annotated[str, typer.Option(metavar="DTYPE",
-                                       help="float32, float16, bfloat16 or float64")]
+                                       help="the model's: float32, float16, bfloat16 or float64")]
     = "float32",
+    input_dtype: Annotated[str | None, typer.Option(
+        metavar="DTYPE", help="the inputs', where not --dtype: int64 (or int32) makes token "
+        "ids, for a language model")] = None,
+    vocab_size: Annotated[int | None, typer.Option(
+        min=1, metavar="N", help="integer inputs: token ids below N [default: the model's, "
+        "from its nn.Embedding or config.vocab_size]")] = None,
     device: Annotated[str, typer.Option(
         metavar="auto|cpu|cuda[:N]", help="where the model runs (auto: cuda when there is one)")]
     = "auto",
@@ -226,7 +232,8 @@ def model(
     with _stdout_kept_for_json(as_json):
         report = pa.profile_model(
             spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
-            device=device, train=train, warmup=warmup, iters=iters,
+            input_dtype=input_dtype, vocab_size=vocab_size, device=device, train=train,
+            warmup=warmup, iters=iters,
             batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,
             max_memory=max_memory, count_on=count_on, peak_flops=peak_flops, backends=backend,
             out=out,

@@ -101,6 +101,10 @@ class ModelTarget:
     spec: str
     input_shapes: list[tuple[int, ...]]
     dtype: str = "float32"
+    #: the inputs' dtype, where it is not the model's: int64 for token ids
+    input_dtype: str | None = None
+    #: integer inputs are token ids below this (None: the model's, build.vocabulary)
+    vocab_size: int | None = None
     device: str = "auto"
     train: bool = False
     warmup: int = 10
@@ -124,6 +128,11 @@ class ModelTarget:
 
         self.input_shapes = validate.shapes(self.input_shapes)
         validate.choice("dtype (--dtype)", self.dtype, build.DTYPES)
+        if self.input_dtype is not None:
+            validate.choice("input_dtype (--input-dtype)", self.input_dtype,
+                            build.INPUT_DTYPES)
+        if self.vocab_size is not None:
+            validate.whole("vocab_size (--vocab-size)", self.vocab_size, 1)
         if not isinstance(self.device, str) or not (
                 self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise validate.ArgumentValueError(
@@ -147,12 +156,15 @@ class ModelTarget:
     @property
     def command(self) -> list[str]:
         shapes = [f"--input-shape={','.join(map(str, s))}" for s in self.input_shapes]
-        return ["profile-all", "model", self.spec, *shapes, f"--device={self.device}",
+        inputs = ([f"--input-dtype={self.input_dtype}"] if self.input_dtype else []) + (
+            [f"--vocab-size={self.vocab_size}"] if self.vocab_size else [])
+        return ["profile-all", "model", self.spec, *shapes, *inputs, f"--device={self.device}",
                 f"--dtype={self.dtype}", *(["--train"] if self.train else [])]
 
     def to_spec(self) -> dict[str, Any]:
         return {"kind": "model", "spec": self.spec,
                 "input_shapes": [list(s) for s in self.input_shapes], "dtype": self.dtype,
+                "input_dtype": self.input_dtype, "vocab_size": self.vocab_size,
                 "device": self.device, "train": self.train, "warmup": self.warmup,
                 "iters": self.iters, "budget_seconds": self.budget_seconds,
                 "batch_search": self.batch_search, "max_memory": self.max_memory,
@@ -165,7 +177,8 @@ class ModelTarget:
             raise UsageError(f"dtype (--dtype) must be one of {', '.join(build.DTYPES)}, "
                              f"got {self.dtype!r}")
         if on_meta:
-            return build.on_meta(self.spec, self.input_shapes, self.dtype, self.train)
+            return build.on_meta(self.spec, self.input_shapes, self.dtype, self.train,
+                                 self.input_dtype)
         device = build.resolve_device(self.device)
         model = self.live_model if self.live_model is not None else build.build_model(self.spec)
         model = model.to(device=device)
@@ -173,8 +186,17 @@ class ModelTarget:
             import torch
 
             model = model.to(dtype=getattr(torch, self.dtype))
-        inputs = build.make_inputs(self.input_shapes, self.dtype, device)
+        inputs = build.make_inputs(self.input_shapes, self.input_dtype or self.dtype, device,
+                                   vocabulary=self.vocabulary(model))
         return build.Work(model, inputs, self.train), device
+
+    def vocabulary(self, model: Any) -> int | None:
+        """The token ids' bound of integer inputs (None for float ones)."""
+        from profile_all.model import build
+
+        if self.input_dtype not in build.INTEGER_DTYPES:
+            return None
+        return build.vocabulary(model, self.vocab_size)
 
     def refuse_early(self) -> None:
         """What is refused before anything starts (no torch): a SPEC of another form, a

@@ -210,18 +210,22 @@ def percent(name: str, value: Any) -> float | None:
     return float(value)
 
 
-def model_inputs(example_inputs: Any, input_shapes: Any, dtype: str | None
-                 ) -> tuple[list[tuple[int, ...]], str | None]:
-    """(the shapes, the dtype) of a model's inputs: those of `example_inputs` (tensors; the
-    dtype the first one's unless one is given), else `input_shapes`."""
+def model_inputs(example_inputs: Any, input_shapes: Any, dtype: str | None,
+                 input_dtype: str | None = None
+                 ) -> tuple[list[tuple[int, ...]], str | None, str | None]:
+    """(the shapes, the model's dtype, the inputs' dtype) of a model's inputs: those of
+    `example_inputs` (tensors; the dtype the first one's unless one is given: an integer
+    one is the inputs', token ids), else `input_shapes`."""
     if example_inputs is not None:
         if isinstance(example_inputs, str | bytes) or not isinstance(example_inputs, Sequence) \
                 or not example_inputs or not all(hasattr(t, "shape") for t in example_inputs):
             raise ArgumentTypeError("example_inputs must be a non-empty list of tensors")
-        return ([tuple(tensor.shape) for tensor in example_inputs],
-                dtype or str(example_inputs[0].dtype).removeprefix("torch."))
+        first = str(example_inputs[0].dtype).removeprefix("torch.")
+        if example_inputs[0].dtype.is_floating_point:
+            return [tuple(t.shape) for t in example_inputs], dtype or first, input_dtype
+        return [tuple(t.shape) for t in example_inputs], dtype, input_dtype or first
     if input_shapes is not None:
-        return shapes(input_shapes), dtype
+        return shapes(input_shapes), dtype, input_dtype
     raise ArgumentTypeError("profile_model needs example_inputs or input_shapes")
 
 

@@ -2,7 +2,8 @@
 self-attention (scaled_dot_product_attention) and an MLP, a head without bias. Its forward
 computes the loss itself and returns it as the argument says: `tuple` (logits, loss) as
 nanoGPT, `loss` alone, `dict` ({"loss", "logits"}) or `dataclass` (an output class of its
-own, as HuggingFace's models return). Trained with AdamW for STEPS steps."""
+own, as HuggingFace's models return); without targets, the logits. Trained with AdamW for
+STEPS steps."""
 
 import sys
 from dataclasses import dataclass
@@ -48,11 +49,13 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(WIDTH)
         self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets=None):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
+        if targets is None:  # inference, as `profile-all model` calls it
+            return logits
         loss = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
         if self.returns == "tuple":
             return logits, loss
@@ -61,6 +64,11 @@ class GPT(nn.Module):
         if self.returns == "dict":
             return {"loss": loss, "logits": logits}
         return Output(loss, logits)
+
+
+def language_model():
+    """The factory `profile-all model tiny_gpt.py:language_model` builds."""
+    return GPT("tuple")
 
 
 def main(returns):

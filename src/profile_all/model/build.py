@@ -20,6 +20,9 @@ from profile_all.errors import UsageError, one_line
 from profile_all.regions import region
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+#: integer inputs: token ids below the vocabulary (--vocab-size, else the model's)
+INTEGER_DTYPES = ("int64", "int32")
+INPUT_DTYPES = DTYPES + INTEGER_DTYPES
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -95,7 +98,8 @@ def resolve_device(device: str) -> Any:
     return torch.device(device)
 
 
-def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool) -> Any:
+def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool,
+            input_dtype: str | None = None) -> Any:
     """(Work, device) with the model built and its inputs made on the meta device: run, it
     computes nothing and holds no weights; FLOP counters count from the shapes alone."""
     import torch
@@ -105,7 +109,7 @@ def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool) -
         with meta:
             model = build_model(spec)
         model = model.to(device=meta, dtype=getattr(torch, dtype))
-        inputs = [torch.empty(shape, dtype=getattr(torch, dtype), device=meta)
+        inputs = [torch.empty(shape, dtype=getattr(torch, input_dtype or dtype), device=meta)
                   for shape in shapes]
         return Work(model, inputs, train), meta
     except UsageError:
@@ -116,22 +120,47 @@ def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool) -
 
 
 def make_inputs(shapes: list[tuple[int, ...]], dtype: str, device: Any,
-                batch_size: int | None = None) -> list[Any]:
-    """Random inputs made on the device (no copy in the timed work); integer models take
-    shapes too: a float input is what a shape gives."""
+                batch_size: int | None = None, vocabulary: int | None = None) -> list[Any]:
+    """Random inputs made on the device (no copy in the timed work): normal values of a
+    float `dtype`, or token ids uniform below `vocabulary` of an integer one."""
     import torch
 
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype not in INPUT_DTYPES:
+        raise UsageError(f"--input-dtype must be one of {', '.join(INPUT_DTYPES)}, "
+                         f"got {dtype!r}")
     generator = torch.Generator(device="cpu").manual_seed(0)
     if batch_size is not None:
         shapes = [(batch_size, *shape[1:]) for shape in shapes]
     _fit(shapes, getattr(torch, dtype).itemsize)
     inputs = []
     for shape in shapes:
-        inputs.append(torch.randn(shape, generator=generator, dtype=getattr(torch, dtype))
-                      .to(device))
+        if dtype in INTEGER_DTYPES:
+            made = torch.randint(0, vocabulary, shape, generator=generator,
+                                 dtype=getattr(torch, dtype))
+        else:
+            made = torch.randn(shape, generator=generator, dtype=getattr(torch, dtype))
+        inputs.append(made.to(device))
     return inputs
+
+
+def vocabulary(model: Any, given: int | None) -> int:
+    """How many token ids integer inputs draw from: `given` (--vocab-size), else the
+    model's: the fewest entries of its nn.Embeddings (ids below it index any of them, the
+    positions' table too; the ids' values change no FLOP and no time), else its
+    `config.vocab_size` (HuggingFace's)."""
+    import torch
+
+    if given:
+        return given
+    tables = [module.num_embeddings for module in model.modules()
+              if isinstance(module, torch.nn.Embedding)]
+    if tables:
+        return min(tables)
+    said = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(said, int) and said > 0:
+        return said
+    raise UsageError("integer inputs (--input-dtype int64) draw token ids below a vocabulary: "
+                     "the model has no nn.Embedding to take it from; give --vocab-size N")
 
 
 class InputsTooLarge(UsageError):

@@ -43,7 +43,8 @@ def _batch_point(target: Any, model: Any, device: Any,
             torch.cuda.reset_peak_memory_stats(device)
         else:
             _rss_peak_reset()
-        inputs = build.make_inputs(target.input_shapes, target.dtype, device, batch)
+        inputs = build.make_inputs(target.input_shapes, target.input_dtype or target.dtype,
+                                   device, batch, vocabulary=target.vocabulary(model))
         work = build.Work(model, inputs, target.train)
         timing = timing_method.measure(work.plain, device=device, warmup=SEARCH_WARMUP,
                                budget_seconds=SEARCH_BUDGET_SECONDS, min_seconds=0.3)
