@@ -5,7 +5,6 @@ and a multiply-accumulate is 2 FLOPs."""
 
 from __future__ import annotations
 
-import math
 import textwrap
 
 import pytest
@@ -252,7 +251,7 @@ def test_a_difference_without_an_established_cause_is_unexplained(tmp_path):
         f"unexplained: {gap:+,.0f} FLOP per call ({gap / exact:+.1%})")
 
 
-def test_calls_of_different_sizes_are_not_compared_per_module(tmp_path):
+def test_calls_of_different_sizes_are_grouped_not_averaged(tmp_path):
     report = _run_in_process(tmp_path, """
         import torch
         from torch import nn
@@ -263,12 +262,18 @@ def test_calls_of_different_sizes_are_not_compared_per_module(tmp_path):
             layer(torch.randn(6, 8))
     """, backends=["flop-counter", "thop"])
     table = report.counters().set_index("counter")
-    assert table.loc["flop-counter", "flops"] == 2 * (2 + 6) / 2 * 8 * 4  # the mean call
+    # not the mean of the two calls (2 * 4 * 8 * 4, no call's): the first call's group,
+    # the call the per-call counters count
+    assert table.loc["flop-counter", "flops"] == 2 * 2 * 8 * 4
+    assert table.loc["flop-counter", "cause"] == (
+        "reference (exact count); per call of the 1 no_grad call of 2x8 (1 call of other "
+        "shapes or modes apart: Report.call_groups())")
     assert table.loc["thop", "flops"] == 2 * 2 * 8 * 4
-    assert table.loc["thop", "cause"] == (
-        "calls differ: thop counted 8 output elements per call, flop-counter 16 (the mean "
-        "of 2 calls): not compared per module")
-    assert math.isnan(table.loc["thop", "vs_reference"])  # unlike inputs: no difference
+    assert table.loc["thop", "cause"] == "agrees"
+    assert table.loc["thop", "vs_reference"] == 0
+    groups = report.call_groups()
+    assert list(groups["shapes"]) == ["2x8", "6x8"]
+    assert list(groups["flops_per_call"]) == [2 * 2 * 8 * 4, 2 * 6 * 8 * 4]
 
 
 def test_without_the_exact_counter_no_count_is_said_to_agree(tmp_path):

@@ -23,18 +23,28 @@ ROWS = gpt.BATCH * gpt.CONTEXT
 HEAD_WIDTH = gpt.WIDTH // gpt.HEADS
 
 
-def _linear(inputs: int, outputs: int) -> int:
-    return 2 * ROWS * inputs * outputs
+def _linear(inputs: int, outputs: int, rows: int = ROWS) -> int:
+    return 2 * rows * inputs * outputs
 
 
-def _attention_matmul() -> int:
-    return 2 * gpt.BATCH * gpt.HEADS * gpt.CONTEXT * gpt.CONTEXT * HEAD_WIDTH
+def _attention_matmul(batch: int = gpt.BATCH, time: int = gpt.CONTEXT) -> int:
+    return 2 * batch * gpt.HEADS * time * time * HEAD_WIDTH
 
 
 W = gpt.WIDTH
-LINEARS = gpt.LAYERS * (_linear(W, 3 * W) + _linear(W, W) + 2 * _linear(W, 4 * W)) \
-    + _linear(W, gpt.VOCAB)
-FORWARD = LINEARS + gpt.LAYERS * 2 * _attention_matmul()
+
+
+def _linears(rows: int = ROWS) -> int:
+    return gpt.LAYERS * (_linear(W, 3 * W, rows) + _linear(W, W, rows)
+                         + 2 * _linear(W, 4 * W, rows)) + _linear(W, gpt.VOCAB, rows)
+
+
+def _forward(batch: int, time: int) -> int:
+    return _linears(batch * time) + gpt.LAYERS * 2 * _attention_matmul(batch, time)
+
+
+LINEARS = _linears()
+FORWARD = _forward(gpt.BATCH, gpt.CONTEXT)
 BACKWARD = 2 * LINEARS + gpt.LAYERS * 5 * _attention_matmul()
 
 
@@ -200,3 +210,23 @@ def test_a_language_model_is_benchmarked_on_token_ids(tmp_path):
         "profile-all: error: integer inputs (--input-dtype int64) draw token ids below a "
         "vocabulary: the model has no nn.Embedding to take it from; give --vocab-size N"]
     assert not (tmp_path / "refused").exists()
+
+
+def test_calls_of_other_shapes_are_grouped_not_averaged(tmp_path):
+    """Training calls beside generation calls of one growing sequence: FLOPs per call were
+    the mean of all, which matched no call. Each group's per call is the hand count of its
+    shape; the counters table takes the training calls and says so."""
+    report = pa.run(TARGETS / "tiny_gpt.py", args=["tuple", "generate"],
+                    backends=["flop-counter"], isolate=False, out=tmp_path / "run")
+    groups = report.call_groups().set_index(["mode", "shapes"])
+    assert groups.loc[("grad", f"{gpt.BATCH}x{gpt.CONTEXT} {gpt.BATCH}x{gpt.CONTEXT}"),
+                      "flops_per_call"] == FORWARD
+    for time in range(4, 4 + gpt.GENERATED):
+        group = groups.loc[("no_grad", f"1x{time}")]
+        assert (group["calls"], group["flops_per_call"]) == (gpt.STEPS, _forward(1, time))
+    row = report.counters().set_index("counter").loc["flop-counter"]
+    assert (row["calls"], row["forward_flops"], row["backward_flops"]) == (
+        gpt.STEPS, FORWARD, BACKWARD)
+    assert row["cause"].endswith(
+        f"per call of the {gpt.STEPS} grad calls of 4x16 4x16 ({gpt.STEPS * gpt.GENERATED} "
+        "calls of other shapes or modes apart: Report.call_groups())")

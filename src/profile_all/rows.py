@@ -110,6 +110,11 @@ UNIT_OF_METRIC = {
     "threads": "count",
     # 1 on a line of a function asked for by name (--memory-lines, --py-spy-lines)
     "named": "count",
+    # a root module's calls of one grad mode and input shapes, and their forward FLOPs (the
+    # group in the stat column: "grad 4x16", "no_grad 1x17")
+    "group_calls": "count",
+    "group_flops": "FLOP",
+    "group_outputs": "count",
 }
 
 

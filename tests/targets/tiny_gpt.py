@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH, STEPS = 64, 16, 32, 2, 2, 4, 3
+VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH, STEPS, GENERATED = 64, 16, 32, 2, 2, 4, 3, 8
 
 
 @dataclass
@@ -71,7 +71,15 @@ def language_model():
     return GPT("tuple")
 
 
-def main(returns):
+def generate(model, idx, tokens):
+    """Greedy decoding, a token a call, under no_grad (as minGPT's sample)."""
+    with torch.no_grad():
+        for _ in range(tokens):
+            idx = torch.cat([idx, model(idx)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+def main(returns, generating):
     torch.manual_seed(0)
     model = GPT(returns)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -83,7 +91,9 @@ def main(returns):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if generating:  # a sample after each step: GENERATED calls of 1x4 to 1x(3 + GENERATED)
+            generate(model, idx[:1, :4], GENERATED)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tuple")
+    main(sys.argv[1] if len(sys.argv) > 1 else "tuple", "generate" in sys.argv[2:])

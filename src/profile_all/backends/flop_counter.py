@@ -118,7 +118,7 @@ def _tracker(roots: RootModules) -> Any:
         def _fw_pre_hook(self, mod: Any, input: Any) -> None:
             if not hasattr(mod, "_orig_mod"):  # a compiled module's calls: its original's
                 if self.parents == {"Global"}:
-                    self.model_calls.seen(mod)
+                    self.model_calls.began(mod, self._get_mod_name(mod), input)
                 super()._fw_pre_hook(mod, input)
 
         def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
@@ -132,6 +132,7 @@ def _tracker(roots: RootModules) -> Any:
                 return
             name = self._get_mod_name(mod)
             self.facts.record(name, mod, output)
+            self.model_calls.ended(mod, output)
             self._get_pop_fn(name, False)()
             needing = [tensor for tensor in tensors_in(output) if tensor.requires_grad]
             if needing:
@@ -165,6 +166,7 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
         def __init__(self) -> None:
             super().__init__(display=False, custom_mapping=custom_mapping)
             self.mod_tracker = _tracker(roots)
+            self.mod_tracker.model_calls.flops = self.get_total_flops
             self.backward_flops: Counter[str] = Counter()
             self.attention_flops: Counter[str] = Counter()
 
@@ -285,5 +287,6 @@ class FlopCounter(Backend):
                      row("module", name, "backward_flops", self._mode.backward_flops[name]),
                      row("module", name, "backward_calls", tracker.backward_calls[name]),
                      row("module", name, "attention_flops", self._mode.attention_flops[name])]
-        return rows + tracker.facts.rows() + tracker.facts.params_rows()
+        return (rows + tracker.facts.rows() + tracker.facts.params_rows()
+                + tracker.model_calls.rows())
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from profile_all.report import call_groups
 from profile_all.report.counter_causes import explain_forward
 from profile_all.rows import Facts
 
@@ -121,9 +122,11 @@ def _roots(facts: dict[str, pd.DataFrame]) -> list[str]:
 
 
 def _row(counter: str, root: str, table: pd.DataFrame, training: bool,
-         counting: Counting) -> dict[str, Any]:
+         counting: Counting, group: pd.Series | None = None) -> dict[str, Any]:
     calls = table.at[root, "calls"]
     forward = table.at[root, "forward_flops"] / calls
+    if group is not None:  # calls of several shapes or modes: one group's, not their mean
+        calls, forward = float(group["calls"]), float(group["flops_per_call"])
     if counter not in counting.forward_only:
         backward_calls = table.at[root, "backward_calls"]
         backward = table.at[root, "backward_flops"] / backward_calls if backward_calls else 0.0
@@ -145,16 +148,36 @@ def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
     counter, root = row["counter"], row["module"]
     if counter == counting.reference:
         return "reference (exact count)" + (
-            "; backward measured" if training else "")
+            "; backward measured" if training else "") + row.get("group_said", "")
     if reference is None:
         return _unchecked(row, rows, training)
-    causes = explain_forward(counter, root, facts[counting.reference], facts[counter],
-                             counting.reference, counter in counting.unplaced_at_root)
+    group = reference.get("group")
+    if group is None:
+        causes = explain_forward(counter, root, facts[counting.reference], facts[counter],
+                                 counting.reference, counter in counting.unplaced_at_root)
+    else:
+        causes = _against_group(row, reference, group, facts[counter], counting.reference)
     if training:
         gap = row["backward_flops"] - reference["backward_flops"]
         causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
                       f"from the measured {reference['backward_flops']:,.0f}")
     return "; ".join(causes) or "agrees"
+
+
+def _against_group(row: dict[str, Any], reference: dict[str, Any], group: pd.Series,
+                   other: pd.DataFrame, name: str) -> list[str]:
+    """A counter's one counted call against the reference's group of calls (several shapes
+    or modes): compared at the root, the modules' counts being over every call."""
+    counted = other.at[row["module"], "outputs"] / other.at[row["module"], "calls"]
+    if not math.isclose(counted, group["outputs_per_call"], rel_tol=1e-9):
+        return [f"calls differ: {row['counter']} counted {counted:,.0f} output elements per "
+                f"call, {name}'s {group['calls']:,.0f} {group['mode']} calls of "
+                f"{group['shapes']} {group['outputs_per_call']:,.0f}: not compared"]
+    gap = row["forward_flops"] - reference["forward_flops"]
+    if math.isclose(gap, 0, abs_tol=1e-6):
+        return []
+    return [f"compared at the root only (the modules' counts mix calls of several shapes): "
+            f"{gap:+,.0f} FLOP per call ({gap / reference['forward_flops']:+.1%})"]
 
 
 def _unchecked(row: dict[str, Any], rows: list[dict[str, Any]], training: bool) -> str:
@@ -182,14 +205,25 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
     the exact counter, how the backward was had, and the established causes of the
     difference. Training: `train`, or the exact counter saw the root's backward."""
     facts = _facts(frame, counting)
+    groups = call_groups.call_groups(frame, counting.reference)
     table = []
     for root in _roots(facts):
         ref = facts.get(counting.reference) if counting.reference else None
         has_ref = ref is not None and root in ref.index and ref.at[root, "calls"] > 0
         training = train or (has_ref and ref.at[root, "backward_calls"] > 0)
-        rows = [_row(counter, root, counted, training, counting)
+        group = call_groups.chosen(groups, root, training)
+        rows = [_row(counter, root, counted, training, counting,
+                     group if counter == counting.reference else None)
                 for counter, counted in facts.items()
                 if root in counted.index and counted.at[root, "calls"] > 0]
+        if group is not None and rows and rows[0]["counter"] == counting.reference:
+            rows[0]["group"] = group
+            others = int(groups[groups["module"] == root]["calls"].sum() - group["calls"])
+            calls = int(group["calls"])
+            rows[0]["group_said"] = (
+                f"; per call of the {calls} {group['mode']} call{'s' if calls != 1 else ''} "
+                f"of {group['shapes'] or 'no tensor'} ({others} call{'s' if others != 1 else ''} "
+                "of other shapes or modes apart: Report.call_groups())")
         reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
             _against(row, reference, _cause(row, facts, training, reference, counting, rows))

@@ -212,6 +212,13 @@ class RunData(FrameViews):
 
         return self.once("counters", lambda: counters(self.frame, self.counting, self._train))
 
+    def call_groups(self) -> pd.DataFrame:
+        """A row per root module and group of its calls by grad mode and input shapes: calls
+        and forward FLOPs per call (the exact counter's; report.call_groups)."""
+        from profile_all.report.call_groups import call_groups
+
+        return call_groups(self.frame, self.counting.reference)
+
     def modules(self) -> pd.DataFrame:
         """A row per module: every counter's FLOPs side by side, and the parameters."""
         from profile_all.report.counters import modules

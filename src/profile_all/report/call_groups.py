@@ -1,0 +1,41 @@
+"""A root module's calls grouped by grad mode and input shapes, with the forward FLOPs per
+call of each group (the exact counter's): a mean over calls of different sizes (300
+`generate` calls of one token beside 25 training calls; 40 forwards of 99 time steps beside
+2 of 1,099) matches no call, so the counters table takes one group and says which."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+COLUMNS = ["module", "mode", "shapes", "calls", "flops_per_call", "outputs_per_call"]
+
+
+def call_groups(frame: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """A row per root module and group of its calls (first rank), most calls first."""
+    rows = frame[(frame["backend"] == reference) & (frame["scope"] == "module")
+                 & frame["metric"].isin(["group_calls", "group_flops", "group_outputs"])]
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = rows[rows["rank"] == rows["rank"].min()]
+    table = rows.pivot_table(index=["name", "stat"], columns="metric", values="value",
+                             aggfunc="sum", sort=False).reset_index()
+    mode, _, shapes = table["stat"].str.partition(" ").T.values
+    out = pd.DataFrame({"module": table["name"], "mode": mode, "shapes": shapes,
+                        "calls": table["group_calls"],
+                        "flops_per_call": table["group_flops"] / table["group_calls"],
+                        "outputs_per_call": table["group_outputs"] / table["group_calls"]})
+    return out.sort_values(["module", "calls"], ascending=[True, False],
+                           kind="stable").reset_index(drop=True)
+
+
+def chosen(groups: pd.DataFrame, module: str, training: bool) -> pd.Series | None:
+    """The group a counters row stands for where `module`'s calls fall in several of unlike
+    FLOPs: the training calls (with grad) when training, else the most numerous (the first
+    seen of those as many: the call the per-call counters count); None where every call
+    has the same FLOPs."""
+    own = groups[groups["module"] == module]
+    if len(own) < 2 or (own["flops_per_call"] == own["flops_per_call"].iloc[0]).all():
+        return None  # one figure is every call's
+    if training and (own["mode"] == "grad").any():
+        own = own[own["mode"] == "grad"]
+    return own.iloc[0]
