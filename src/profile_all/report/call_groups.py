@@ -39,3 +39,12 @@ def chosen(groups: pd.DataFrame, module: str, training: bool) -> pd.Series | Non
     if training and (own["mode"] == "grad").any():
         own = own[own["mode"] == "grad"]
     return own.iloc[0]
+
+
+def said(groups: pd.DataFrame, group: pd.Series) -> str:
+    """Which calls a figure is of, and how many others are left apart."""
+    calls = int(group["calls"])
+    others = int(groups[groups["module"] == group["module"]]["calls"].sum()) - calls
+    return (f"per call of the {calls} {group['mode']} call{'s' if calls != 1 else ''} of "
+            f"{group['shapes'] or 'no tensor'} ({others} call{'s' if others != 1 else ''} of "
+            "other shapes or modes apart: Report.call_groups())")

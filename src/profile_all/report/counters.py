@@ -218,12 +218,7 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
                 if root in counted.index and counted.at[root, "calls"] > 0]
         if group is not None and rows and rows[0]["counter"] == counting.reference:
             rows[0]["group"] = group
-            others = int(groups[groups["module"] == root]["calls"].sum() - group["calls"])
-            calls = int(group["calls"])
-            rows[0]["group_said"] = (
-                f"; per call of the {calls} {group['mode']} call{'s' if calls != 1 else ''} "
-                f"of {group['shapes'] or 'no tensor'} ({others} call{'s' if others != 1 else ''} "
-                "of other shapes or modes apart: Report.call_groups())")
+            rows[0]["group_said"] = "; " + call_groups.said(groups, group)
         reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
             _against(row, reference, _cause(row, facts, training, reference, counting, rows))
