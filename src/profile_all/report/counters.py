@@ -211,19 +211,27 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
         ref = facts.get(counting.reference) if counting.reference else None
         has_ref = ref is not None and root in ref.index and ref.at[root, "calls"] > 0
         training = train or (has_ref and ref.at[root, "backward_calls"] > 0)
-        group = call_groups.chosen(groups, root, training)
-        rows = [_row(counter, root, counted, training, counting,
-                     group if counter == counting.reference else None)
-                for counter, counted in facts.items()
-                if root in counted.index and counted.at[root, "calls"] > 0]
-        if group is not None and rows and rows[0]["counter"] == counting.reference:
-            rows[0]["group"] = group
-            rows[0]["group_said"] = "; " + call_groups.said(groups, group)
+        rows = _root_rows(root, facts, groups, training, counting)
         reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
             _against(row, reference, _cause(row, facts, training, reference, counting, rows))
         table += rows
     return pd.DataFrame(table, columns=COUNTER_COLUMNS)
+
+
+def _root_rows(root: str, facts: dict[str, pd.DataFrame], groups: pd.DataFrame,
+               training: bool, counting: Counting) -> list[dict[str, Any]]:
+    """Each counter's row of `root`: the reference's of one group of its calls where they
+    are of unlike work (call_groups)."""
+    group = call_groups.chosen(groups, root, training)
+    rows = [_row(counter, root, counted, training, counting,
+                 group if counter == counting.reference else None)
+            for counter, counted in facts.items()
+            if root in counted.index and counted.at[root, "calls"] > 0]
+    if group is not None and rows and rows[0]["counter"] == counting.reference:
+        rows[0]["group"] = group
+        rows[0]["group_said"] = "; " + call_groups.said(groups, group)
+    return rows
 
 
 def _against(row: dict[str, Any], reference: dict[str, Any] | None, cause: str) -> None:
