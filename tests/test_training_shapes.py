@@ -230,3 +230,19 @@ def test_calls_of_other_shapes_are_grouped_not_averaged(tmp_path):
     assert row["cause"].endswith(
         f"per call of the {gpt.STEPS} grad calls of 4x16 4x16 ({gpt.STEPS * gpt.GENERATED} "
         "calls of other shapes or modes apart: Report.call_groups())")
+
+
+def test_a_factory_s_own_example_inputs(tmp_path):
+    """A factory that returns (module, example_inputs) needs no --input-shape; one that
+    returns a module alone is asked for it in one line."""
+    spec = f"{TARGETS / 'tiny_gpt.py'}"
+    done = profile_all("model", f"{spec}:language_model_and_inputs", "--iters", "3",
+                       "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    counted = pa.load(tmp_path / "run").counters().set_index("counter")
+    assert counted.loc["flop-counter", "flops"] == FORWARD
+    alone = profile_all("model", f"{spec}:language_model", "-o", tmp_path / "alone")
+    assert alone.returncode == 2
+    assert alone.stderr.splitlines() == [
+        f"profile-all: error: {spec}:language_model() returned a module alone: give "
+        "--input-shape, or return (module, example_inputs) from the factory"]

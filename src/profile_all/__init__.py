@@ -194,7 +194,8 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
     model: a live nn.Module (every pass runs in this process) or a SPEC string,
     `package.module:factory` or `file.py:factory` (every pass in a fresh process).
     example_inputs: tensors whose shapes (and dtype) the measured inputs take; or
-    input_shapes. input_dtype: the inputs' dtype where not `dtype` (the model's): int64
+    input_shapes; neither, for a SPEC whose factory returns (module, example_inputs): those.
+    input_dtype: the inputs' dtype where not `dtype` (the model's): int64
     makes token ids below vocab_size (default: the model's, from its nn.Embedding or its
     config). batch_size: a number replaces the first dimension; "auto" searches for
     the batch with the best throughput. iters=None: repeat until the median's 95%
@@ -214,8 +215,8 @@ def profile_model(model: Any, example_inputs: Sequence[Any] | None = None, *,
         raise validate.ArgumentTypeError(f"model must be an nn.Module or a SPEC string "
                                          f"('package.module:factory'), not "
                                          f"{type(model).__name__}")
-    shapes, dtype, input_dtype = validate.model_inputs(example_inputs, input_shapes, dtype,
-                                                       input_dtype)
+    shapes, dtype, input_dtype = validate.model_inputs(
+        example_inputs, input_shapes, dtype, input_dtype, factory_may_give=not live)
     out = validate.path("out", out, optional=True)
     shapes = validate.batched(shapes, batch_size)
     target = ModelTarget(

@@ -170,8 +170,9 @@ app.command()(_one_line_errors(cli_backend_options.offering(run)))
 def model(
     spec: Annotated[str, typer.Argument(
         help="package.module:factory or path/to/file.py:factory (returns an nn.Module)")],
-    input_shape: Annotated[list[str], typer.Option(
-        metavar="SHAPE", help="an input's shape, like 1,3,224,224 (repeat for several inputs)")],
+    input_shape: Annotated[list[str] | None, typer.Option(
+        metavar="SHAPE", help="an input's shape, like 1,3,224,224 (repeat for several inputs) "
+        "[default: the factory's own, where it returns (module, example_inputs)]")] = None,
     dtype: Annotated[str, typer.Option(metavar="DTYPE",
                                        help="the model's: float32, float16, bfloat16 or float64")]
     = "float32",
@@ -231,7 +232,8 @@ def model(
     drawing = Drawing(err_console, quiet)
     with _stdout_kept_for_json(as_json):
         report = pa.profile_model(
-            spec, input_shapes=[parse_shape(text) for text in input_shape], dtype=dtype,
+            spec, input_shapes=[parse_shape(text) for text in input_shape] if input_shape
+            else None, dtype=dtype,
             input_dtype=input_dtype, vocab_size=vocab_size, device=device, train=train,
             warmup=warmup, iters=iters,
             batch_size=int(batch_size) if batch_size and batch_size.isdigit() else batch_size,

@@ -126,7 +126,8 @@ class ModelTarget:
         """Refuse bad settings when the target is made, from the CLI or the API alike."""
         from profile_all.model import build
 
-        self.input_shapes = validate.shapes(self.input_shapes)
+        if self.input_shapes or self.live_model is not None:  # else the factory's own
+            self.input_shapes = validate.shapes(self.input_shapes)
         validate.choice("dtype (--dtype)", self.dtype, build.DTYPES)
         if self.input_dtype is not None:
             validate.choice("input_dtype (--input-dtype)", self.input_dtype,
@@ -179,16 +180,35 @@ class ModelTarget:
         if on_meta:
             return build.on_meta(self.spec, self.input_shapes, self.dtype, self.train,
                                  self.input_dtype)
+        import torch
+
         device = build.resolve_device(self.device)
-        model = self.live_model if self.live_model is not None else build.build_model(self.spec)
+        model, examples = (self.live_model, None) if self.live_model is not None \
+            else build.build_with_inputs(self.spec)
         model = model.to(device=device)
         if self.dtype != "float32":
-            import torch
-
             model = model.to(dtype=getattr(torch, self.dtype))
-        inputs = build.make_inputs(self.input_shapes, self.input_dtype or self.dtype, device,
-                                   vocabulary=self.vocabulary(model))
+        if not self.input_shapes:
+            inputs = self._own_inputs(examples, device)
+        else:
+            inputs = build.make_inputs(self.input_shapes, self.input_dtype or self.dtype,
+                                       device, vocabulary=self.vocabulary(model))
         return build.Work(model, inputs, self.train), device
+
+    def _own_inputs(self, examples: list[Any] | None, device: Any) -> list[Any]:
+        """The factory's example inputs on the device (float ones in --dtype); their shapes
+        and an integer dtype become the target's, for the batch search."""
+        import torch
+
+        if examples is None:
+            raise UsageError(f"{self.spec}() returned a module alone: give --input-shape, or "
+                             "return (module, example_inputs) from the factory")
+        self.input_shapes = [tuple(t.shape) for t in examples]
+        if not examples[0].is_floating_point():
+            self.input_dtype = str(examples[0].dtype).removeprefix("torch.")
+            self.vocab_size = self.vocab_size or int(max(t.max() for t in examples)) + 1
+        return [t.to(device=device, dtype=getattr(torch, self.dtype))
+                if t.is_floating_point() else t.to(device) for t in examples]
 
     def vocabulary(self, model: Any) -> int | None:
         """The token ids' bound of integer inputs (None for float ones)."""

@@ -211,7 +211,7 @@ def percent(name: str, value: Any) -> float | None:
 
 
 def model_inputs(example_inputs: Any, input_shapes: Any, dtype: str | None,
-                 input_dtype: str | None = None
+                 input_dtype: str | None = None, factory_may_give: bool = False
                  ) -> tuple[list[tuple[int, ...]], str | None, str | None]:
     """(the shapes, the model's dtype, the inputs' dtype) of a model's inputs: those of
     `example_inputs` (tensors; the dtype the first one's unless one is given: an integer
@@ -226,6 +226,8 @@ def model_inputs(example_inputs: Any, input_shapes: Any, dtype: str | None,
         return [tuple(t.shape) for t in example_inputs], dtype, input_dtype or first
     if input_shapes is not None:
         return shapes(input_shapes), dtype, input_dtype
+    if factory_may_give:  # the factory's own (module, example_inputs), or a refusal there
+        return [], dtype, input_dtype
     raise ArgumentTypeError("profile_model needs example_inputs or input_shapes")
 
 
@@ -237,4 +239,7 @@ def batched(shapes: list[tuple[int, ...]], batch_size: Any) -> list[tuple[int, .
                                  f"auto, got {batch_size!r}")
     if batch_size is None or batch_size == "auto":
         return shapes
+    if not shapes:
+        raise ArgumentValueError("batch_size (--batch-size) N with the factory's own example "
+                                 "inputs: give --input-shape, or make them at that batch")
     return [(whole("batch_size", batch_size, 1), *shape[1:]) for shape in shapes]

@@ -71,6 +71,11 @@ def language_model():
     return GPT("tuple")
 
 
+def language_model_and_inputs():
+    """A factory that gives its example inputs too, as torchbench's models do."""
+    return GPT("tuple"), torch.randint(0, VOCAB, (BATCH, CONTEXT))
+
+
 def generate(model, idx, tokens):
     """Greedy decoding, a token a call, under no_grad (as minGPT's sample)."""
     with torch.no_grad():

@@ -72,18 +72,33 @@ def load_factory(spec: str) -> Callable[[], Any]:
 
 
 def build_model(spec: str) -> Any:
+    return build_with_inputs(spec)[0]
+
+
+def build_with_inputs(spec: str) -> tuple[Any, list[Any] | None]:
+    """(the module, its example inputs or None): a factory returns a module, or (a module,
+    its example inputs: a tensor or a list of them), as torchbench's models give theirs."""
     import torch
 
     try:
-        model = load_factory(spec)()
+        made = load_factory(spec)()
     except UsageError:
         raise
     except Exception as error:
         raise UsageError(f"{spec}() raised {type(error).__name__}: {error}") from None
+    model, examples = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{spec}() returned an object of type {type(model).__name__}, not "
-                         "a torch.nn.Module")
-    return model
+                         "a torch.nn.Module (or a module and its example inputs)")
+    if examples is None:
+        return model, None
+    examples = [examples] if isinstance(examples, torch.Tensor) else examples
+    if not isinstance(examples, list | tuple) or not examples or not all(
+            isinstance(tensor, torch.Tensor) for tensor in examples):
+        raise UsageError(f"{spec}() returned example inputs that are not a tensor or a list "
+                         "of tensors (keyword inputs: wrap the model in a module that takes "
+                         "them positionally)")
+    return model, list(examples)
 
 
 def resolve_device(device: str) -> Any:
@@ -107,10 +122,14 @@ def on_meta(spec: str, shapes: list[tuple[int, ...]], dtype: str, train: bool,
     meta = torch.device("meta")
     try:
         with meta:
-            model = build_model(spec)
+            model, examples = build_with_inputs(spec)
         model = model.to(device=meta, dtype=getattr(torch, dtype))
-        inputs = [torch.empty(shape, dtype=getattr(torch, input_dtype or dtype), device=meta)
-                  for shape in shapes]
+        if shapes or examples is None:
+            inputs = [torch.empty(shape, dtype=getattr(torch, input_dtype or dtype),
+                                  device=meta) for shape in shapes]
+        else:  # the factory's own, made on meta
+            inputs = [t.to(device=meta, dtype=getattr(torch, dtype)) if t.is_floating_point()
+                      else t.to(meta) for t in examples]
         return Work(model, inputs, train), meta
     except UsageError:
         raise
