@@ -305,3 +305,33 @@ def test_a_model_with_nothing_counted_gets_no_rate(tmp_path):
     assert "GFLOP/s" not in result.stderr
     frame = pa.load(tmp_path / "run").frame
     assert frame[frame["metric"] == "achieved_flops"].empty
+
+
+def test_a_model_called_with_keywords_is_counted_by_every_counter(tmp_path):
+    """HuggingFace's `model(input_ids=x, labels=y)`: thop and flops-profiler called the
+    copy with the positional arguments only ('You have to specify either input_ids or
+    inputs_embeds') and counted nothing, saying nothing in the table."""
+    report = _run_in_process(tmp_path, """
+        import torch
+        from torch import nn
+
+        class KeywordModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 4, bias=False)
+
+            def forward(self, input_ids=None, scale=None):
+                if input_ids is None:
+                    raise ValueError("You have to specify input_ids")
+                return self.proj(input_ids) * scale
+
+        model = KeywordModel()
+        with torch.no_grad():
+            for _ in range(2):
+                model(input_ids=torch.randn(3, 8), scale=2.0)
+    """)
+    table = report.counters().set_index("counter")
+    assert set(table.index) == set(COUNTERS)
+    assert (table["forward_flops"] == 2 * 3 * 8 * 4).all(), table
+    said = [failure["error"] for p in report.meta.passes for failure in p.backend_failures]
+    assert not any("could not count" in text for text in said), said

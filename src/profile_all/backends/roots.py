@@ -13,6 +13,7 @@ adds and type. Every counter records them for the calls it saw itself.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from profile_all.rows import row
 
 
 class RootModules:
-    def __init__(self, on_first_call: Callable[[str, Any, tuple], None]) -> None:
+    def __init__(self, on_first_call: Callable[[str, Any, tuple, dict], None]) -> None:
         self.on_first_call = on_first_call
         self.names: dict[int, str] = {}  # id(module) -> "Sequential", "Sequential#2"
         self._depth = 0
@@ -59,7 +60,7 @@ class RootModules:
             name = self.names[id(module)] = self.names[id(original)] = self._name(original)
             self._busy = True
             try:
-                self.on_first_call(name, original, args)
+                self.on_first_call(name, original, args, _keywords_of_call(module))
             except Exception as error:  # counting must never break the target
                 self.notes.append(f"could not count {name}: {type(error).__name__}: {error}")
             finally:
@@ -69,6 +70,23 @@ class RootModules:
     def _after(self, module: Any, args: tuple, output: Any) -> None:
         if not self._busy:
             self._depth = max(0, self._depth - 1)
+
+
+def _keywords_of_call(module: Any) -> dict[str, Any]:
+    """The keyword arguments of `module`'s call that a global forward pre-hook is inside:
+    torch hands such a hook the positional ones only, and a model called with keywords
+    (HuggingFace's `model(input_ids=x, labels=y)`) could not be counted ('You have to
+    specify either input_ids or inputs_embeds'). They are in Module._call_impl's frame."""
+    import sys
+
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is module:
+            return dict(frame.f_locals.get("kwargs") or {})
+        frame = frame.f_back
+    return {}
 
 
 def _has_parameters(module: Any) -> bool:
@@ -216,6 +234,8 @@ class RootCounter(Backend):
     imports = ("torch",)
 
     def count(self, name: str, copy: Any, args: tuple) -> list[list[Any]]:
+        """The rows of one root module counted on `copy` called with `args` (its
+        keyword arguments are bound to the copy's forward)."""
         raise NotImplementedError
 
     def start(self, ctx: PassContext) -> None:
@@ -225,9 +245,11 @@ class RootCounter(Backend):
         self._roots.start()
         self.notes = self._roots.notes
 
-    def _count_root(self, name: str, module: Any, args: tuple) -> None:
+    def _count_root(self, name: str, module: Any, args: tuple, kwargs: dict) -> None:
         with apart.counting_apart(self._pristine):  # seen by nothing of the target's
             copy, facts = counting_copy(module), ModuleFacts()
+            if kwargs:  # the counters call copy(*args): its forward takes the rest
+                copy.forward = functools.partial(copy.forward, **kwargs)
             with recording(facts, name, copy):
                 counted = self.count(name, copy, args)
         self._rows += counted + facts.rows()
