@@ -90,7 +90,10 @@ def test_warm_up_is_the_first_steps_far_above_the_steady_ones():
 
     slow_start = with_steps([0.5, 0.3, *[0.01] * 30])
     found = _rules(slow_start, "warm-up")
-    assert len(found) == 1 and "first 2 steps took 800 ms, 50x" in found["finding"].iloc[0]
+    # the per-step times leave step 1 (the setup) out: the first two are steps 2 and 3
+    assert found["finding"].tolist() == [
+        "warm-up: steps 2-3 took 800 ms, 50x a steady step (10 ms; step 1, the script's "
+        "setup, apart)"]
     assert found["amount"].iloc[0] == pytest.approx(0.8 - 2 * 0.01)
     assert _rules(with_steps([0.012, *[0.01] * 30]), "warm-up").empty
 
@@ -447,3 +450,14 @@ def test_threads_spinning_in_openmp_are_said():
         "a barrier, or spinning, not computing"]
     assert "fewer threads than the 2 cores" in found["try"].iloc[0]
     assert _rules(sampled(100, 1000), "threads").empty
+
+
+def test_a_warm_up_step_is_not_said_again_as_a_pause():
+    """nanoGPT's step 2 was 'warm-up: the first step took 8.99 ms' and 'step 2 took 8.99
+    ms ... a pause' in one report."""
+    values = [0.5, 0.3, *[0.01] * 30]
+    samples = [["my.timer", 1, 0, "step", "step", "", "wall_time", values]]
+    timing = {"passes": [PassRecord(number=1, timing=True, steps=len(values) + 1)]}
+    report = _report(STEPS, timing, samples=samples)
+    assert len(_rules(report, "warm-up")) == 1
+    assert _rules(report, "unusual-step").empty

@@ -24,32 +24,47 @@ OTHER_WORK_WORTH = 0.01
 PAUSE_WORTH = 0.05
 
 
-def warm_up(report: RunData) -> list[Finding]:
-    """The first steps much slower than the steady ones (compilation, autotuning, caches);
-    a step that did different work (an evaluation at the first iteration) is not warm-up:
-    `unusual_steps` says what it did."""
-    clock = timer(report)
-    steps = step_samples(report, clock[0]) if clock else pd.Series(dtype="float64")
-    if len(steps) < 6:
-        return []
-    table = step_work.step_work(report, clock[0])
-    other_work = step_work.different_work(table).to_numpy() if len(table) == len(steps) \
+def _warm_up(report: RunData, timer_name: str) -> tuple[pd.Series, pd.Series, int]:
+    """(the steps' times, their numbers, how many lead slower than WARM_UP_FACTOR x the
+    steady ones doing the same work): the per-step times leave step 1 out (it holds the
+    script's setup), so the first is step 2 where the numbers are not known."""
+    steps = step_samples(report, timer_name)
+    table = step_work.step_work(report, timer_name)
+    aligned = len(table) == len(steps)
+    other_work = step_work.different_work(table).to_numpy() if aligned \
         else [False] * len(steps)
+    numbers = table["step"] if aligned else pd.Series(range(2, len(steps) + 2))
+    if len(steps) < 6:
+        return steps, numbers, 0
     steady = float(steps.iloc[len(steps) // 2:].median())
     slow = 0
     while slow < len(steps) // 2 and steps.iloc[slow] > WARM_UP_FACTOR * steady \
             and not other_work[slow]:
         slow += 1
+    return steps, numbers, slow
+
+
+def warm_up(report: RunData) -> list[Finding]:
+    """The first steps much slower than the steady ones (compilation, autotuning, caches);
+    a step that did different work (an evaluation at the first iteration) is not warm-up:
+    `unusual_steps` says what it did."""
+    clock = timer(report)
+    if not clock:
+        return []
+    steps, numbers, slow = _warm_up(report, clock[0])
     if not slow:
         return []
+    steady = float(steps.iloc[len(steps) // 2:].median())
     excess = float(steps.iloc[:slow].sum() - slow * steady)
     share = excess / float(steps.sum())
     if share < 0.05:
         return []
-    first = "the first step" if slow == 1 else f"the first {slow} steps"
+    first = f"step {numbers.iloc[0]}" if slow == 1 else \
+        f"steps {numbers.iloc[0]}-{numbers.iloc[slow - 1]}"
     return [Finding(
         "warm-up", f"warm-up: {first} took {fmt.seconds(float(steps.iloc[:slow].sum()))}, "
-        f"{steps.iloc[0] / steady:.0f}x a steady step ({fmt.seconds(steady)})",
+        f"{steps.iloc[0] / steady:.0f}x a steady step ({fmt.seconds(steady)}; step 1, the "
+        "script's setup, apart)",
         weight=share * 0.5, share=share, amount=excess, unit="s",
         evidence=f"{clock[0]} step times: {fmt.share(share)} of all step time is the "
                  "warm-up's excess",
@@ -79,7 +94,10 @@ def unusual_steps(report: RunData) -> list[Finding]:
     if not clock:
         return []
     table = step_work.step_work(report, clock[0])
-    odd = step_work.unusual(table).sort_values("time", ascending=False)
+    _steps, numbers, slow = _warm_up(report, clock[0])
+    odd = step_work.unusual(table)
+    odd = odd[~odd["step"].isin(numbers.iloc[:slow])]  # the warm-up's, said there
+    odd = odd.sort_values("time", ascending=False)
     median, total = float(table["time"].median()), float(table["time"].sum())
     found = []
     for _, step in odd.head(3).iterrows():
