@@ -27,8 +27,15 @@ def without_imports(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~importing] if importing.any() else rows
 
 
-def import_time(functions: pd.DataFrame) -> float:
-    """Seconds spent importing, from function rows' cumulative times (0 when unseen)."""
-    loads = functions[functions["name"].str.contains(_ALL_IMPORTS)
-                      & (functions["metric"] == "cumulative_time")]
-    return float(loads.groupby("backend")["value"].max().min()) if not loads.empty else 0.0
+def import_time(functions: pd.DataFrame) -> tuple[float, float, str]:
+    """(seconds spent importing, the whole run as the same profile saw it, its backend)
+    from function rows' cumulative times; (0, 0, "") when unseen. One profile's both: a
+    tracer's pass runs slower than the clean one (2.97 s of imports 'of' a 2.83 s run)."""
+    cumulative = functions[functions["metric"] == "cumulative_time"]
+    loads = cumulative[cumulative["name"].str.contains(_ALL_IMPORTS)]
+    if loads.empty:
+        return 0.0, 0.0, ""
+    backend = str(loads["backend"].iloc[0])
+    own = cumulative[cumulative["backend"] == backend]
+    return (float(loads[loads["backend"] == backend]["value"].max()),
+            float(own["value"].max()), backend)

@@ -11,7 +11,7 @@ import pandas as pd
 from profile_all import units as fmt
 from profile_all.report import start_up as start_up_view
 from profile_all.report import step_work
-from profile_all.report.findings.finding import Finding, step_samples, timer, totals
+from profile_all.report.findings.finding import Finding, step_samples, timer
 
 if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
@@ -124,21 +124,19 @@ IMPORTS_WORTH_SAYING = 0.2
 
 def start_up(report: RunData) -> list[Finding]:
     """Importing, said apart from where the steps' time goes (the function findings leave
-    the import machinery out)."""
+    the import machinery out), as a share of the run the same profile saw."""
     functions = report.scoped("function")
-    seconds = start_up_view.import_time(functions[functions["parent"] == ""])
-    clock = timer(report)
-    run = totals(report, clock[0], "run") if clock else pd.DataFrame()
-    run = run[run["name"] == "run"] if not run.empty else run
-    if not seconds or run.empty or not float(run["value"].iloc[0]) > 0:
+    seconds, run, backend = start_up_view.import_time(functions[functions["parent"] == ""])
+    if not seconds or not run > 0:
         return []
-    share = seconds / float(run["value"].iloc[0])
+    share = min(1.0, seconds / run)
     if share < IMPORTS_WORTH_SAYING:
         return []
     return [Finding(
         "start-up", f"start-up: importing took {fmt.seconds(seconds)}, {fmt.share(share)} of "
         "the run (left out of where the steps' time goes)", weight=share * 0.2, share=share,
         amount=seconds, unit="s",
-        evidence="the function profile's import machinery (_find_and_load, cumulative)",
+        evidence=f"{backend} functions: the import machinery's (_find_and_load) cumulative "
+                 f"time of the {fmt.seconds(run)} it profiled",
         suggestion="import what the run uses (a package's submodule, not the package); "
                    "a long job pays it once")]
