@@ -60,7 +60,7 @@ def test_a_counter_that_fails_never_reaches_the_script():
 
     from profile_all.backends.roots import RootModules
 
-    def broken_counter(name, module, args):
+    def broken_counter(name, module, args, kwargs):
         raise RuntimeError("this counter cannot count that")
 
     roots = RootModules(broken_counter)

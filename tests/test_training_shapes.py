@@ -217,7 +217,7 @@ def test_calls_of_other_shapes_are_grouped_not_averaged(tmp_path):
     the mean of all, which matched no call. Each group's per call is the hand count of its
     shape; the counters table takes the training calls and says so."""
     report = pa.run(TARGETS / "tiny_gpt.py", args=["tuple", "generate"],
-                    backends=["flop-counter"], isolate=False, out=tmp_path / "run")
+                    backends=["flop-counter", "thop"], isolate=False, out=tmp_path / "run")
     groups = report.call_groups().set_index(["mode", "shapes"])
     assert groups.loc[("grad", f"{gpt.BATCH}x{gpt.CONTEXT} {gpt.BATCH}x{gpt.CONTEXT}"),
                       "flops_per_call"] == FORWARD
@@ -230,6 +230,13 @@ def test_calls_of_other_shapes_are_grouped_not_averaged(tmp_path):
     assert row["cause"].endswith(
         f"per call of the {gpt.STEPS} grad calls of 4x16 4x16 ({gpt.STEPS * gpt.GENERATED} "
         "calls of other shapes or modes apart: Report.call_groups())")
+    # thop counts the first call: compared module by module with flop-counter's first
+    # call (not 'compared at the root only'), the difference is its LayerNorms' element-wise
+    # work: 5 of them (2 a block and the final one) of 4 x 16 x 32 elements, at thop's 4
+    # operations (8 FLOPs) an element of a LayerNorm with weights
+    layer_norms = 5 * gpt.BATCH * gpt.CONTEXT * gpt.WIDTH * 8
+    assert report.counters().set_index("counter").loc["thop", "cause"].startswith(
+        f"element-wise ops counted (LayerNorm): +{layer_norms:,} FLOP per call")
 
 
 def test_a_factory_s_own_example_inputs(tmp_path):

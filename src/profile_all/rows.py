@@ -115,6 +115,11 @@ UNIT_OF_METRIC = {
     "group_calls": "count",
     "group_flops": "FLOP",
     "group_outputs": "count",
+    # a root module's first call (what per-call counters count): each module's FLOPs and
+    # attention FLOPs in it, and the root's output elements
+    "first_call_flops": "FLOP",
+    "first_call_attention_flops": "FLOP",
+    "first_call_outputs": "count",
 }
 
 

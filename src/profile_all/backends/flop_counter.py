@@ -167,6 +167,9 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
             super().__init__(display=False, custom_mapping=custom_mapping)
             self.mod_tracker = _tracker(roots)
             self.mod_tracker.model_calls.flops = self.get_total_flops
+            self.mod_tracker.model_calls.per_module = lambda: (
+                {name: float(sum(counts.values())) for name, counts in self.flop_counts.items()},
+                {name: float(value) for name, value in self.attention_flops.items()})
             self.backward_flops: Counter[str] = Counter()
             self.attention_flops: Counter[str] = Counter()
 

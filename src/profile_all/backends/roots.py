@@ -163,9 +163,16 @@ class ModelCalls:
     def __init__(self) -> None:
         self.calls = self.without_grad = 0
         self.flops: Callable[[], float] = lambda: 0.0
+        #: each module's FLOPs and attention FLOPs so far (the counter's), by module name
+        self.per_module: Callable[[], tuple[dict[str, float], dict[str, float]]] = \
+            lambda: ({}, {})
         #: (module name, "grad 4x16") -> [calls, forward FLOPs, output elements]
         self.groups: dict[tuple[str, str], list[float]] = {}
+        #: a root's first call, each module's FLOPs and attention FLOPs in it, and its
+        #: output elements: the call the per-call counters count
+        self.first: dict[str, tuple[dict[str, float], dict[str, float], int]] = {}
         self._open: tuple[Any, str, str, float] | None = None
+        self._first_open: tuple[Any, dict[str, float], dict[str, float]] | None = None
 
     def began(self, module: Any, name: str, args: Any) -> None:
         import torch
@@ -179,6 +186,8 @@ class ModelCalls:
                           for t in tensors_in(args)[:4])
         self._open = (module, name, f"{'grad' if grad else 'no_grad'} {shapes}".strip(),
                       self.flops())
+        if name not in self.first:
+            self._first_open = (module, *self.per_module())
 
     def ended(self, module: Any, output: Any) -> None:
         if self._open is not None and self._open[0] is module:
@@ -188,14 +197,30 @@ class ModelCalls:
             group[1] += self.flops() - start
             group[2] += output_elements(output)
             self._open = None
+            if self._first_open is not None and self._first_open[0] is module:
+                flops, attention = self.per_module()
+                _, flops_before, attention_before = self._first_open
+                self.first[name] = (
+                    {k: v - flops_before.get(k, 0.0) for k, v in flops.items()},
+                    {k: v - attention_before.get(k, 0.0) for k, v in attention.items()},
+                    output_elements(output))
+                self._first_open = None
 
     def rows(self) -> list[list[Any]]:
-        """Each group's calls and forward FLOPs (its key in the stat column)."""
-        return [measured for (name, key), (calls, flops, outputs) in self.groups.items()
+        """Each group's calls and forward FLOPs (its key in the stat column); each root's
+        first call, module by module."""
+        rows = [measured for (name, key), (calls, flops, outputs) in self.groups.items()
                 for measured in (row("module", name, "group_calls", calls, stat=key),
                                  row("module", name, "group_flops", flops, stat=key,
                                      unit="FLOP"),
                                  row("module", name, "group_outputs", outputs, stat=key))]
+        for root, (flops, attention, outputs) in self.first.items():
+            rows.append(row("module", root, "first_call_outputs", outputs))
+            rows += [row("module", name, "first_call_flops", value, unit="FLOP")
+                     for name, value in flops.items() if name != "Global"]
+            rows += [row("module", name, "first_call_attention_flops", value, unit="FLOP")
+                     for name, value in attention.items() if value]
+        return rows
 
 
 @contextmanager

@@ -48,3 +48,27 @@ def said(groups: pd.DataFrame, group: pd.Series) -> str:
     return (f"per call of the {calls} {group['mode']} call{'s' if calls != 1 else ''} of "
             f"{group['shapes'] or 'no tensor'} ({others} call{'s' if others != 1 else ''} of "
             "other shapes or modes apart: Report.call_groups())")
+
+
+def first_call(frame: pd.DataFrame, reference: str | None, ref: pd.DataFrame,
+               root: str) -> pd.DataFrame | None:
+    """The exact counter's table of `root` (`ref`, by module) as of the root's first call
+    alone, the call thop and flops-profiler count: each module's forward and attention
+    FLOPs in it, the root's output elements, one root call. None where not recorded."""
+    rows = frame[(frame["backend"] == reference) & (frame["scope"] == "module")
+                 & frame["metric"].str.startswith("first_call_")]
+    if rows.empty:
+        return None
+    rows = rows[rows["rank"] == rows["rank"].min()]
+    values = rows.pivot_table(index="name", columns="metric", values="value", aggfunc="sum")
+    if root not in values.index or "first_call_outputs" not in values.columns:
+        return None
+    names = [name for name in ref.index if name == root or name.startswith(root + ".")]
+    table = ref.loc[names].copy()
+    for column, metric in (("forward_flops", "first_call_flops"),
+                           ("attention_flops", "first_call_attention_flops")):
+        measured = values[metric] if metric in values.columns else pd.Series(dtype=float)
+        table[column] = measured.reindex(names).fillna(0.0).to_numpy()
+    table.loc[root, "calls"] = 1
+    table.loc[root, "outputs"] = float(values.at[root, "first_call_outputs"])
+    return table

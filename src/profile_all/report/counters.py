@@ -151,33 +151,15 @@ def _cause(row: dict[str, Any], facts: dict[str, pd.DataFrame], training: bool,
             "; backward measured" if training else "") + row.get("group_said", "")
     if reference is None:
         return _unchecked(row, rows, training)
-    group = reference.get("group")
-    if group is None:
-        causes = explain_forward(counter, root, facts[counting.reference], facts[counter],
-                                 counting.reference, counter in counting.unplaced_at_root)
-    else:
-        causes = _against_group(row, reference, group, facts[counter], counting.reference)
+    first = reference.get("first")  # its calls of unlike work: against its first call
+    causes = explain_forward(counter, root, facts[counting.reference] if first is None
+                             else first, facts[counter], counting.reference,
+                             counter in counting.unplaced_at_root)
     if training:
         gap = row["backward_flops"] - reference["backward_flops"]
         causes.append(f"backward estimated as 2x forward: {gap:+,.0f} FLOP per call "
                       f"from the measured {reference['backward_flops']:,.0f}")
     return "; ".join(causes) or "agrees"
-
-
-def _against_group(row: dict[str, Any], reference: dict[str, Any], group: pd.Series,
-                   other: pd.DataFrame, name: str) -> list[str]:
-    """A counter's one counted call against the reference's group of calls (several shapes
-    or modes): compared at the root, the modules' counts being over every call."""
-    counted = other.at[row["module"], "outputs"] / other.at[row["module"], "calls"]
-    if not math.isclose(counted, group["outputs_per_call"], rel_tol=1e-9):
-        return [f"calls differ: {row['counter']} counted {counted:,.0f} output elements per "
-                f"call, {name}'s {group['calls']:,.0f} {group['mode']} calls of "
-                f"{group['shapes']} {group['outputs_per_call']:,.0f}: not compared"]
-    gap = row["forward_flops"] - reference["forward_flops"]
-    if math.isclose(gap, 0, abs_tol=1e-6):
-        return []
-    return [f"compared at the root only (the modules' counts mix calls of several shapes): "
-            f"{gap:+,.0f} FLOP per call ({gap / reference['forward_flops']:+.1%})"]
 
 
 def _unchecked(row: dict[str, Any], rows: list[dict[str, Any]], training: bool) -> str:
@@ -211,7 +193,7 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
         ref = facts.get(counting.reference) if counting.reference else None
         has_ref = ref is not None and root in ref.index and ref.at[root, "calls"] > 0
         training = train or (has_ref and ref.at[root, "backward_calls"] > 0)
-        rows = _root_rows(root, facts, groups, training, counting)
+        rows = _root_rows(root, facts, groups, training, counting, frame)
         reference = next((r for r in rows if r["counter"] == counting.reference), None)
         for row in rows:
             _against(row, reference, _cause(row, facts, training, reference, counting, rows))
@@ -220,7 +202,8 @@ def counters(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFra
 
 
 def _root_rows(root: str, facts: dict[str, pd.DataFrame], groups: pd.DataFrame,
-               training: bool, counting: Counting) -> list[dict[str, Any]]:
+               training: bool, counting: Counting, frame: pd.DataFrame
+               ) -> list[dict[str, Any]]:
     """Each counter's row of `root`: the reference's of one group of its calls where they
     are of unlike work (call_groups)."""
     group = call_groups.chosen(groups, root, training)
@@ -231,6 +214,8 @@ def _root_rows(root: str, facts: dict[str, pd.DataFrame], groups: pd.DataFrame,
     if group is not None and rows and rows[0]["counter"] == counting.reference:
         rows[0]["group"] = group
         rows[0]["group_said"] = "; " + call_groups.said(groups, group)
+        rows[0]["first"] = call_groups.first_call(frame, counting.reference,
+                                                  facts[counting.reference], root)
     return rows
 
 
