@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from profile_all import units as fmt
+from profile_all.report import start_up
 from profile_all.report.findings.finding import Finding
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def tracing_distortion(report: RunData) -> list[Finding]:
     apart = side_by_side[(side_by_side["difference"] >= POINTS)
                          & (side_by_side["difference"] > side_by_side["sampled_share_error"])
                          & ~side_by_side["name"].str.contains(_WAITING)]
+    # what runs at import time (module bodies): the tracer slows it, but it is no step's
+    apart = start_up.without_imports(apart, start_up.script_name(report.meta.target))
     if apart.empty:
         return []
     traced, sampled = apart["traced_by"].iloc[0], apart["sampled_by"].iloc[0]

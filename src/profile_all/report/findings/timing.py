@@ -203,7 +203,7 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
     frame = report.scoped(scope)
     rows = start_up.without_imports(compilation.without_machinery(
         frame[(frame["metric"] == "self_time") & (frame["stat"] == "total")
-              & (frame["name"] != UNATTRIBUTED)]))
+              & (frame["name"] != UNATTRIBUTED)]), start_up.script_name(report.meta.target))
     if scope == "function":  # one view of the target's own process: sampled, else traced
         rows = rows[rows["backend"].isin(sampling.function_backends(
             report.scoped("function", "run"), report.facts))
