@@ -83,6 +83,17 @@ def shared():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _three_steps_of(pid: int, tmp_path: Path) -> None:
+    """Attach to `pid` for a window of 3 steps (the job stops at tmp_path/stop after), and
+    check the window was given whole."""
+    done = profile_all("attach", pid, "--duration", "0.3", "--torch-steps", "3",
+                       "-o", tmp_path / "run")
+    (tmp_path / "stop").touch()
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert report.meta.passes[0].steps == 3, report.meta.doubts
+
+
 def _attach(pid: int, out: Path, *args: str, nobody: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
         [*(AS_NOBODY if nobody else []), sys.executable, "-m", "profile_all", "attach", str(pid),
@@ -244,12 +255,7 @@ def test_a_job_with_a_tmpdir_of_its_own_is_found(tmp_path, relative):
     with Target("listening_loop.py", str(tmp_path / "stop"), cwd=tmp_path,
                 env={"TMPDIR": "job-tmp" if relative else str(job_tmp)}) as loop:
         loop.wait_for("ready")
-        done = profile_all("attach", loop.pid, "--duration", "0.3", "--torch-steps", "3",
-                           "-o", tmp_path / "run")
-        (tmp_path / "stop").touch()
-    assert done.returncode == 0, done.stderr
-    report = pa.load(tmp_path / "run")
-    assert report.meta.passes[0].steps == 3, report.meta.doubts
+        _three_steps_of(loop.pid, tmp_path)
     folder = job_tmp / f"profile-all-listen-{os.getuid()}"
     assert not list(folder.glob("*.attach.lock"))  # its lock went with the attach
 
@@ -369,9 +375,4 @@ def test_a_job_in_a_pid_namespace_of_its_own_is_found(tmp_path):
                 prefix=(unshare, "--pid", "--fork", "--mount-proc")) as loop:
         loop.wait_for("ready")
         job, = psutil.Process(loop.pid).children()
-        done = profile_all("attach", job.pid, "--duration", "0.3", "--torch-steps", "3",
-                           "-o", tmp_path / "run")
-        (tmp_path / "stop").touch()
-    assert done.returncode == 0, done.stderr
-    report = pa.load(tmp_path / "run")
-    assert report.meta.passes[0].steps == 3, report.meta.doubts
+        _three_steps_of(job.pid, tmp_path)
