@@ -139,9 +139,10 @@ class StepClock:
 
     def _stop_backward_steps(self) -> None:
         """The script's own steps count: a backward() inside LBFGS's step (its closure's),
-        or before the first optimizer step ends, is none."""
+        or before the first optimizer step ends, is none: torch's backward put back."""
         self._backward_steps = False
         self.backward_marks = array("d")
+        self._unwrap_backward()
 
     def _depth_anew(self) -> None:
         self._depth = 0
