@@ -232,6 +232,12 @@ def test_calls_of_other_shapes_are_grouped_not_averaged(tmp_path):
     row = report.counters().set_index("counter").loc["flop-counter"]
     assert (row["calls"], row["forward_flops"], row["backward_flops"]) == (
         gpt.STEPS, FORWARD, BACKWARD)
+    # module by module, the same training calls: a block's c_attn and the head per call
+    modules = report.modules().set_index("module")
+    assert modules.loc["GPT", ["flop-counter", "flop-counter calls"]].tolist() == [
+        FORWARD, gpt.STEPS]
+    assert modules.loc["GPT.h.0.c_attn", "flop-counter"] == _linear(W, 3 * W)
+    assert modules.loc["GPT.lm_head", "flop-counter"] == _linear(W, gpt.VOCAB)
     assert row["cause"].endswith(
         f"per call of the {gpt.STEPS} grad calls of 4x16 4x16 ({gpt.STEPS * gpt.GENERATED} "
         "calls of other shapes or modes apart: Report.call_groups())")

@@ -115,6 +115,10 @@ UNIT_OF_METRIC = {
     "group_calls": "count",
     "group_flops": "FLOP",
     "group_outputs": "count",
+    # a module's forward calls and FLOPs within one such group (of the groups a report can
+    # stand for: the training calls, the most numerous)
+    "group_module_calls": "count",
+    "group_module_flops": "FLOP",
     # a root module's first call (what per-call counters count): each module's FLOPs and
     # attention FLOPs in it, and the root's output elements
     "first_call_flops": "FLOP",

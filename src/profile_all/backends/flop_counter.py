@@ -170,6 +170,7 @@ def _tracked_counter(roots: RootModules, custom_mapping: dict[Any, Any]) -> Any:
             self.mod_tracker.model_calls.per_module = lambda: (
                 {name: float(sum(counts.values())) for name, counts in self.flop_counts.items()},
                 {name: float(value) for name, value in self.attention_flops.items()})
+            self.mod_tracker.model_calls.module_calls = lambda: self.mod_tracker.facts.calls
             self.backward_flops: Counter[str] = Counter()
             self.attention_flops: Counter[str] = Counter()
 

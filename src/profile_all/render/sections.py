@@ -102,7 +102,11 @@ SECTIONS = (
             with_findings=True),
     Section("batches", "Batch-size search", model_tables.batches_table, with_findings=True),
     Section("counters", "FLOP counters side by side", model_tables.counters_table),
-    Section("modules", "Modules (FLOPs per counter)", model_tables.modules_table, long=True),
+    Section("modules", "Modules (FLOPs per counter)", model_tables.modules_table, long=True,
+            note="Forward FLOPs per call of each module, with the calls each counter saw: "
+                 "thop and flops-profiler count a model's first call; the exact counter "
+                 "every call, or where a model's calls differ in shape or grad mode those "
+                 "the counters table stands for (Report.call_groups())."),
     Section("summary", "Run, steps and regions", tables.summary_table, long=True),
     Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
             tables.compilation_table,

@@ -50,6 +50,20 @@ def said(groups: pd.DataFrame, group: pd.Series) -> str:
             "other shapes or modes apart: Report.call_groups())")
 
 
+def module_detail(frame: pd.DataFrame, reference: str | None) -> pd.DataFrame | None:
+    """Each module's forward calls and FLOPs within the groups recorded module by module
+    (`group_module_calls`, `group_module_flops`), indexed by module and group key (first
+    rank); None where none were."""
+    rows = frame[(frame["backend"] == reference) & (frame["scope"] == "module")
+                 & frame["metric"].isin(["group_module_calls", "group_module_flops"])]
+    if rows.empty:
+        return None
+    rows = rows[rows["rank"] == rows["rank"].min()]
+    table = rows.pivot_table(index=["name", "stat"], columns="metric", values="value",
+                             aggfunc="sum")
+    return table.rename_axis(index=["module", "stat"])
+
+
 def first_call(frame: pd.DataFrame, reference: str | None, ref: pd.DataFrame,
                root: str) -> pd.DataFrame | None:
     """The exact counter's table of `root` (`ref`, by module) as of the root's first call

@@ -88,10 +88,11 @@ def _tree_order(names: list[str]) -> list[str]:
     return sorted(unique, key=key)
 
 
-def modules(frame: pd.DataFrame, counting: Counting) -> pd.DataFrame:
+def modules(frame: pd.DataFrame, counting: Counting, train: bool) -> pd.DataFrame:
     """A row per module: its type and parameters, and each counter's forward FLOPs per call
     of the module beside the calls it saw (the exact counter's backward too, when
-    measured)."""
+    measured). Where a root's calls are of unlike work, the exact counter's figures of its
+    modules are of the group of calls the counters table stands for (`_as_of_group`)."""
     facts = _facts(frame, counting)
     if not facts:
         return pd.DataFrame(columns=["module", "type", "params"])
@@ -109,7 +110,37 @@ def modules(frame: pd.DataFrame, counting: Counting) -> pd.DataFrame:
             table[f"{counter} backward"] = (counted["backward_flops"]
                                             / counted["backward_calls"].where(lambda c: c > 0))
             table[f"{counter} backward calls"] = counted["backward_calls"]
+    if counting.reference in facts:
+        _as_of_group(table, frame, facts, counting, train)
     return table.reset_index()
+
+
+def _as_of_group(table: pd.DataFrame, frame: pd.DataFrame, facts: dict[str, pd.DataFrame],
+                 counting: Counting, train: bool) -> None:
+    """The exact counter's forward FLOPs and calls of each module of a root whose calls
+    fall in groups of unlike work, as of the group the counters row stands for
+    (call_groups.chosen), in place: a mean over training, evaluation and generation calls
+    matches no call."""
+    reference = counting.reference
+    groups = call_groups.call_groups(frame, reference)
+    detail = call_groups.module_detail(frame, reference)
+    ref = facts[reference]
+    for root in _roots(facts):
+        if root not in ref.index:
+            continue
+        training = train or ref.at[root, "backward_calls"] > 0
+        group = call_groups.chosen(groups, root, training)
+        if group is None or detail is None:
+            continue
+        key = f"{group['mode']} {group['shapes']}".strip()
+        if key not in detail.index.get_level_values("stat"):
+            continue
+        own = detail.xs(key, level="stat")
+        under = [name for name in table.index if name == root or name.startswith(root + ".")]
+        calls = own["group_module_calls"].reindex(under)
+        table.loc[under, reference] = (own["group_module_flops"].reindex(under)
+                                       / calls.where(lambda c: c > 0)).to_numpy()
+        table.loc[under, f"{reference} calls"] = calls.to_numpy()
 
 
 def _roots(facts: dict[str, pd.DataFrame]) -> list[str]:
