@@ -162,3 +162,30 @@ def test_a_long_coloured_error_is_told_in_one_line_with_its_cause(tmp_path):
            "error: Unsupported global: GLOBAL x"
     assert pa.load(tmp_path / "run").meta.passes[0].error == said
     assert "\x1b" not in result.stderr.split("Traceback")[0]  # our lines, before python's
+
+
+def test_a_script_that_fails_before_its_first_step_is_run_once(tmp_path):
+    """Each pass would run its set-up again to the same failure: on the default backends
+    the clean timing pass alone runs, and the run says why the others did not; named
+    backends all run (a profile of the failure may be what is asked for)."""
+    script = TARGETS / "fails_at_setup.py"
+    result = profile_all("run", script, "-o", tmp_path / "default")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("Traceback") == 1  # the script ran once
+    report = pa.load(tmp_path / "default")
+    assert [p.number for p in report.meta.passes] == [1]
+    assert report.meta.passes_not_run == list(range(2, 2 + len(report.meta.passes_not_run)))
+    assert report.meta.passes_not_run  # the default backends that can run here
+    said = next(d for d in report.meta.doubts if "before its first step" in d)
+    assert said.startswith(f"the script failed before its first step in pass 1 (exit code "
+                           f"1): the {len(report.meta.passes_not_run)} other passes were "
+                           "not run")
+    assert said in (tmp_path / "default" / "summary.md").read_text()
+    assert report.findings().iloc[0]["finding"] == (
+        "the script stopped with exit code 1 in pass 1: FileNotFoundError: no such file: "
+        "data/train.bin")
+
+    named = profile_all("run", script, *BACKENDS, "-o", tmp_path / "named")
+    assert named.returncode == 1, named.stderr
+    assert [p.backends for p in pa.load(tmp_path / "named").meta.passes] == [
+        ["wallclock"], ["cprofile"]]

@@ -35,6 +35,7 @@ from profile_all.runs.folder import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
 
 if TYPE_CHECKING:
+    from profile_all.pass_record import PassRecord
     from profile_all.report.report import Report
 
 
@@ -253,4 +254,21 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         if summary.status == "interrupted" or stops.signum is not None:
             ran.status = "interrupted"
             break
+        if _failed_before_its_steps(setup, run_pass, summary, len(passes)):
+            ran.notes.append(
+                f"the script failed before its first step in pass {run_pass.index} (exit "
+                f"code {summary.exit_code}): the {len(passes) - run_pass.index} other "
+                "passes were not run, each would have run it to the same failure; name the "
+                "backends (-b cprofile) to profile the failure itself")
+            break
     return ran
+
+
+def _failed_before_its_steps(setup: Setup, run_pass: Pass, summary: PassRecord,
+                             planned: int) -> bool:
+    """The clean timing pass of a script ended with an error before its first step, on the
+    default backends, with passes after it: each would run the script's set-up again to the
+    same failure (named backends are run: a profile of the failure may be what is asked)."""
+    return (run_pass.timing and not setup.is_model and not setup.named
+            and summary.exit_code != 0 and not summary.steps and summary.status != "timeout"
+            and run_pass.index < planned)

@@ -51,6 +51,8 @@ class Setup:
     command: list[str] = field(default_factory=list)
     #: the folder the run started in (a target may remove it as it runs)
     cwd: str = field(default_factory=os.getcwd)
+    #: the backends were named (not the defaults): each is run, even on a failing script
+    named: bool = False
 
     @property
     def is_model(self) -> bool:
@@ -75,7 +77,8 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     return Setup(target, selection, options or {}, timeout, isolate, launch,
                  _preimports(selection, launch, isinstance(target, ModelTarget)), repeat,
                  isolate and not fresh_processes and not launch.distributed
-                 and server_handle.fork_available(), peak_flops)
+                 and server_handle.fork_available(), peak_flops,
+                 named=backend_names is not None)
 
 
 def _check_isolation(target: ScriptTarget | ModelTarget, isolate: bool, launch: Launch,

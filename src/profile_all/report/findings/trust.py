@@ -30,7 +30,7 @@ def ended_badly(report: RunData) -> list[Finding]:
         return []
     first = failed[0]
     numbers = ", ".join(str(p.number) for p in failed)
-    where = "every pass" if len(failed) == len(passes) else \
+    where = "every pass" if len(failed) == len(passes) > 1 else \
         f"pass{'es' if len(failed) > 1 else ''} {numbers}"
     seconds = first.target_wall_time
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
