@@ -37,7 +37,9 @@ def test_a_20_percent_slower_region_is_caught_and_fails_the_gate(runs):
     work = table[(table["kind"] == "region") & (table["name"] == "work")].iloc[0]
     assert work["verdict"] == "slower"
     assert 0.1 < work["change"] < 0.3 and work["ci_low"] > 0
-    assert work["calls_a"] == work["calls_b"] == 90  # 30 calls in each of 3 timing passes
+    # 30 calls in each of 3 timing passes, but the 6 in cProfile's window of steps inside
+    # the first (the steps the tracer slowed are no sample of the script's time)
+    assert work["calls_a"] == work["calls_b"] == 84
     assert (work["runs_a"], work["runs_b"]) == (3, 3) and work["basis"] == "3+3 runs"
     # the unchanged region: its change is small; its verdict may, by design, be a false
     # "changed" in one comparison of twenty (95% family-wise), as the A/A test below allows,

@@ -42,8 +42,8 @@ def test_default_run_lists_the_skipped_backends_with_reasons(tmp_path):
     assert "backend nsys skipped: nsys not found on PATH" in (
         tmp_path / "run" / "summary.md").read_text()
     assert [p.backends for p in report.meta.passes] == [
-        ["wallclock"], ["cprofile"], ["py-spy"], ["torch-profiler"], ["flop-counter"],
-        ["memory"]]
+        ["wallclock", "memory"], ["cprofile"], ["torch-profiler"], ["flop-counter"],
+        ["py-spy"]]
 
 
 def test_nsys_command_lines(ctx):

@@ -30,8 +30,8 @@ def test_train_mlp_report_files(mlp_run):
     assert "step   29" in result.stdout  # the script's own output passed through
     assert f"Report: {run_dir}" in result.stderr
     # piped, nothing live shows: a line as each pass starts and as it ends
-    assert "pass 2/6 cprofile: started" in result.stderr
-    assert "pass 2/6 cprofile: ok in" in result.stderr
+    assert "pass 1/5 wallclock+memory: started" in result.stderr
+    assert "pass 2/5 cprofile: ok in" in result.stderr
     frame = pd.read_parquet(run_dir / "report.parquet")
     assert list(frame.columns) == COLUMNS
     assert set(frame["backend"]) == {"wallclock", "cprofile", "py-spy", "torch-profiler",
@@ -45,14 +45,19 @@ def test_train_mlp_report_files(mlp_run):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "complete" and meta["exit_code"] == 0
     assert meta["environment"]["torch"].startswith("2.")
+    # the script ran once: the memory sampler beside the timers, three windows of 6 steps
+    # inside that process, and py-spy (whose window lasts a second) in a pass of its own
     assert [p["backends"] for p in meta["passes"]] == [
-        ["wallclock"], ["cprofile"], ["py-spy"], ["torch-profiler"], ["flop-counter"],
-        ["memory"]]
+        ["wallclock", "memory"], ["cprofile"], ["torch-profiler"], ["flop-counter"],
+        ["py-spy"]]
+    assert [(p.get("host"), p.get("window_from")) for p in meta["passes"]] == [
+        (None, None), (1, 6), (1, 15), (1, 24), (None, None)]
     assert meta["passes"][0]["overhead_verdict"] == "reference"
     for profiled in meta["passes"][1:]:  # per-step overheads, each with its interval
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
         assert "per-step times" in profiled["overhead_basis"]
-        assert (profiled["steps"], profiled["window"]) == (25, 25)  # the default window
+        windows = (6, 6) if profiled.get("host") else (25, 25)  # the default windows
+        assert (profiled["steps"], profiled["window"]) == windows
     assert (run_dir / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()
     # one FUNC line a region (mprof plot gives each line a legend entry), not one a call
     funcs = re.findall(r"^FUNC (\S+) ", (run_dir / "artifacts" / "mprofile.dat").read_text(),
@@ -72,14 +77,14 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
     traced = set(zip(regions["parent"], regions["name"], strict=True))
     assert traced - ours == {("train_step/backward", "Optimizer.zero_grad#SGD.zero_grad"),
                              ("train_step/optimizer_step", "Optimizer.step#SGD.step")}
-    assert (timed["wallclock.calls.total"] == 30).all()
-    assert (timed["torch-profiler.calls.total"] == 25).all()  # the pass's window
+    assert (timed["wallclock.calls.total"] == 30).all()  # per-call figures: outside windows
+    assert (timed["torch-profiler.calls.total"] == 6).all()  # the pass's window
     steps = summary[summary["scope"] == "step"].set_index("name")
     assert steps.loc["step", "wallclock.calls.total"] == 30
     # the trace marks each step as torch.profiler's own step() does (TensorBoard's step
-    # view, HTA): ProfilerStep#0 from the start to the first pa.step(), ..., #24 to the
-    # window's last; #25, which torch opens there, is the tail to the pass's end: no step
-    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == 25
+    # view, HTA): ProfilerStep#0 from the window's start to its first step's end, ..., #5
+    # to its last; #6, which torch opens there, is the tail: no step
+    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == 6
     # the children's time fits inside the parent's
     parent_total = timed.loc[timed["name"] == "train_step", "wallclock.wall_time.total"].item()
     children = timed.loc[timed["parent"] == "train_step", "wallclock.wall_time.total"].sum()

@@ -26,8 +26,8 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
     assert EXPECTED[how] in plain.stdout
     ways = [("forked", [])] + ([("fresh", ["--fresh-processes"])] if how == "dataloader" else [])
     for name, extra in ways:
-        done = profile_all("run", WORKERS, "-b", "wallclock", "-b", "cprofile", *extra,
-                           "--show-output", "all",
+        done = profile_all("run", "--separate-passes", WORKERS, "-b", "wallclock", "-b",
+                           "cprofile", *extra, "--show-output", "all",
                            "-o", tmp_path / name, "--", how)
         assert done.returncode == 0, done.stderr
         assert done.stdout.count(EXPECTED[how]) == 2, done.stdout  # the output of each pass
@@ -48,8 +48,9 @@ def test_each_forked_pass_draws_fresh_random_seeds(tmp_path):
     script.write_text("import random, numpy, torch\n"
                       "print('DRAWS', random.random(), numpy.random.random(), "
                       "torch.initial_seed(), torch.rand(1).item())\n")
-    done = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "-b", "memory",
-                       "--show-output", "all", "-o", tmp_path / "run")
+    done = profile_all("run", "--separate-passes", script, "-b", "wallclock", "-b",
+                       "cprofile", "-b", "memory", "--show-output", "all", "-o",
+                       tmp_path / "run")
     assert done.returncode == 0, done.stderr
     draws = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("DRAWS")]
     assert len(draws) == 3
@@ -81,8 +82,9 @@ def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
 
     script, go_on = tmp_path / "waits.py", tmp_path / "go-on"
     script.write_text(WAITS)
-    with Running("run", script, "-b", "wallclock", "-b", "cprofile", "-b", "memory", "-o",
-                 tmp_path / "run", "--show-output", "all", "--", go_on) as running:
+    with Running("run", "--separate-passes", script, "-b", "wallclock", "-b", "cprofile",
+                 "-b", "memory", "-o", tmp_path / "run", "--show-output", "all", "--",
+                 go_on) as running:
         running.wait_for("ready")
         servers = [child for child in psutil.Process(running.process.pid).children()
                    if "profile_all.runner.forkserver" in " ".join(child.cmdline())]

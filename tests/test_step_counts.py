@@ -1,7 +1,8 @@
 """Steps counted once, the same in every view: N steps marked are N steps in the headline,
 the passes table, each backend's step rows, the samples, summary.md, report.html and
 meta.json; a window of W steps is W steps in every windowed pass, whatever its backend
-(torch.profiler opens a ProfilerStep range after the last step too: not a step). Each kind
+(torch.profiler opens a ProfilerStep range after the last step too: not a step), in passes
+of their own here (windows inside the timing pass's process: test_run_once.py). Each kind
 of step (ARCHITECTURE.md, "What a step spans"), and a script that raises after 3."""
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def _check_counts(out, done, kind: str, steps: int, window: int) -> None:
 @pytest.mark.parametrize("kind", ["pa", "optimizer", "module"])
 def test_every_view_counts_the_same_steps(tmp_path, kind):
     out = tmp_path / "run"
-    done = profile_all("run", TARGET, "-o", out, "--pass-steps", "5", "-b", "wallclock",
-                       "-b", "torch-profiler", "-b", "flop-counter", "--", kind, "8")
+    done = profile_all("run", "--separate-passes", TARGET, "-o", out, "--pass-steps", "5",
+                       "-b", "wallclock", "-b", "torch-profiler", "-b", "flop-counter", "--",
+                       kind, "8")
     assert done.returncode == 0, done.stderr[-3000:]
     _check_counts(out, done, kind, steps=8, window=5)
     # the windowed passes ran their 5 steps and no more of the script

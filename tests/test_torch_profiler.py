@@ -16,8 +16,9 @@ def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("torch") / "run"
-    result = profile_all("run", TARGETS / "torch_regions.py", "-b", "wallclock",
-                         "-b", "torch-profiler", "--record-shapes", "--with-flops", "-o", run_dir)
+    result = profile_all("run", "--separate-passes", TARGETS / "torch_regions.py", "-b",
+                         "wallclock", "-b", "torch-profiler", "--record-shapes", "--with-flops",
+                         "-o", run_dir)
     assert result.returncode == 0, result.stderr
     return run_dir, pa.load(run_dir)
 

@@ -171,7 +171,8 @@ def test_an_evaluation_inside_the_loop_is_said_as_such(tmp_path):
     in are told apart by their work (FLOPs, model calls without gradients), whatever the
     machine's load does to their times, and said as such where their time stands out."""
     report = pa.run(TARGETS / "word_lstm.py", args=["LSTM", "eval"],
-                    backends=["wallclock", "flop-counter"], isolate=False, out=tmp_path / "run")
+                    backends=["wallclock", "flop-counter"], isolate=False, out=tmp_path / "run",
+                    separate_passes=True)  # the counter's steps are the timer's
     table = step_work.step_work(report, "wallclock")
     evaluating = 3 * word.ITERATIONS  # the evaluation's forward calls, without gradients
     other = table[step_work.different_work(table)]

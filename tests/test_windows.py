@@ -1,6 +1,7 @@
-"""Passes that need only a window of steps end the target there (--pass-steps), every pass
-may end at --max-steps, and the report says which passes saw a window and what their
-totals cover."""
+"""Passes of their own (--separate-passes) that need only a window of steps end the target
+there (--pass-steps), every pass may end at --max-steps, and the report says which passes
+saw a window and what their totals cover. (Windows inside the timing pass's process:
+test_run_once.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from conftest import TARGETS, profile_all
 from profile_all.readers import chrome_trace
 
 SPEED = TARGETS / "speed.py"  # 30 steps, two sleeps a step
+RUN = ("run", "--separate-passes")
 
 
 def _sleeps(report, number):
@@ -23,7 +25,7 @@ def _sleeps(report, number):
 
 def test_profiled_passes_run_a_window_and_say_so(tmp_path):
     report = pa.run(SPEED, ["0.001"], backends=["wallclock", "cprofile"], out=tmp_path / "r",
-                    pass_steps=10)
+                    separate_passes=True, pass_steps=10)
     assert report.exit_code == 0 and report.meta.status == "complete"
     passes = report.passes().set_index("pass")
     assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (30, 10)
@@ -38,10 +40,10 @@ def test_profiled_passes_run_a_window_and_say_so(tmp_path):
 
 def test_all_runs_every_pass_whole_and_max_steps_ends_every_pass(tmp_path):
     whole = pa.run(SPEED, ["0.001"], backends=["wallclock", "cprofile"], out=tmp_path / "a",
-                   pass_steps="all")
+                   separate_passes=True, pass_steps="all")
     assert list(whole.passes()["steps"]) == [30, 30]
     assert _sleeps(whole, 2) == 60
-    done = profile_all("run", SPEED, "-b", "wallclock", "-b", "cprofile", "--max-steps", "5",
+    done = profile_all(*RUN, SPEED, "-b", "wallclock", "-b", "cprofile", "--max-steps", "5",
                        "-o", tmp_path / "m", "--", "0.001")
     assert done.returncode == 0, done.stderr
     capped = pa.load(tmp_path / "m").passes()
@@ -49,7 +51,7 @@ def test_all_runs_every_pass_whole_and_max_steps_ends_every_pass(tmp_path):
 
 
 def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
-    done = profile_all("run", TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+    done = profile_all(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
                        "cprofile", "--pass-steps", "7", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert "swallowed" not in done.stdout  # the script's `except Exception` let it through
@@ -68,7 +70,7 @@ def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_
     """LBFGS calls the model inside step(), after a validation loop of 10 forward calls: the
     windowed pass counts optimizer steps, as the timing pass found them (it was ended by
     its third module call, in the validation loop, and said "25 of 2")."""
-    done = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+    done = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
                        "cprofile", "--pass-steps", "3", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
@@ -78,7 +80,7 @@ def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_
     assert _printed(tmp_path / "r", 1)[-1] == "step 6 done, 34 forward calls"
     # ended as its third step ended, before the script printed it
     assert _printed(tmp_path / "r", 2)[-1] == "step 2 done, 18 forward calls"
-    capped = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+    capped = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
                          "cprofile", "--max-steps", "2", "-o", tmp_path / "m", "--",
                          "train-only")
     assert capped.returncode == 0, capped.stderr
@@ -87,7 +89,7 @@ def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_
 
 
 def test_an_inference_loop_is_windowed_by_its_outermost_module_calls(tmp_path):
-    done = profile_all("run", TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
+    done = profile_all(*RUN, TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
                        "cprofile", "--pass-steps", "5", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert "inference calls 40" in done.stdout  # the timing pass ran whole
@@ -109,7 +111,7 @@ def test_a_target_without_steps_runs_whole(tmp_path):
 
 @pytest.mark.parametrize("value", ["x", "1", "0"])
 def test_bad_windows_are_refused(tmp_path, value):
-    done = profile_all("run", SPEED, "-b", "wallclock", "--pass-steps", value, "-o",
+    done = profile_all(*RUN, SPEED, "-b", "wallclock", "--pass-steps", value, "-o",
                        tmp_path / "r")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "--pass-steps" in done.stderr
@@ -119,7 +121,7 @@ def test_bad_windows_are_refused(tmp_path, value):
 def test_found_steps_are_marked_in_the_trace(tmp_path):
     """A script that calls no pa.step(): the steps the timing pass found (optimizer.step())
     mark the torch-profiler pass's trace as torch's own step() would (ProfilerStep#N)."""
-    done = profile_all("run", TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+    done = profile_all(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
                        "torch-profiler", "--pass-steps", "7", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     frame = pa.load(tmp_path / "r").frame
@@ -142,7 +144,7 @@ def test_found_steps_are_marked_in_the_trace(tmp_path):
 def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
     """The clean timing pass finds what marks the steps, so that the passes after it hear
     them as they come: without it a flop-counter or torch-profiler pass had no step rows."""
-    done = profile_all("run", TARGETS / "step_kinds.py", "-b", "flop-counter",
+    done = profile_all(*RUN, TARGETS / "step_kinds.py", "-b", "flop-counter",
                        "-b", "torch-profiler", "-o", tmp_path / "r", "--", "optimizer", "30")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
@@ -156,7 +158,7 @@ def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
 
 def test_a_window_as_long_as_the_script_runs_it_whole(tmp_path):
     """Ended at its last step, a pass would miss what the script does after it."""
-    done = profile_all("run", TARGETS / "step_kinds.py", "-b", "cprofile", "--pass-steps",
+    done = profile_all(*RUN, TARGETS / "step_kinds.py", "-b", "cprofile", "--pass-steps",
                        "25", "-o", tmp_path / "r", "--", "optimizer", "25")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")

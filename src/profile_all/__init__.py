@@ -58,8 +58,15 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
         launch: Launch | None = None, repeat: int = 1, fresh_processes: bool = False,
         observer: Any = None, command: Sequence[str] | None = None,
         pass_steps: int | str | None = None, max_steps: int | None = None,
-        show_output: str = "first", meanwhile: Any = None) -> Any:
+        show_output: str = "first", meanwhile: Any = None,
+        separate_passes: bool = False) -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
+
+    The script runs once: the clean timing pass runs it whole, and where it marks steps
+    the other passes whose backends can share a process run each in a window of its
+    steps inside that process; what cannot share, or found no window (a script with too
+    few steps), runs in a pass of its own, the script run again (docs/command-line.md,
+    "How a run is laid out").
 
     backends: names as `profile-all backends` lists them (default: every backend that can
     run here).
@@ -75,16 +82,21 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     measure the run-to-run noise that overheads and `compare` are judged by (3 or more
     for a comparison that gates CI).
     fresh_processes: a fresh interpreter for every pass, instead of forking each from a
-    server that imported torch once (seconds saved a pass).
+    server that imported torch once (seconds saved a pass); every pass in its own.
+    separate_passes: every pass in a process of its own, each running the script from its
+    start (no windows inside the timing pass's process).
     observer: told as each pass starts and ends (`pass_started(pass, count)`,
     `pass_ended(pass, count, summary)`, summary a pass_record.PassRecord): the CLI's
     progress lines. None: progress lines in a Jupyter notebook's cell, nothing elsewhere;
     False: nothing anywhere.
     command: the command line recorded in meta.json (the CLI's argv).
     options["torch-profiler"]["schedule"]: {"wait": W, "warmup": U, "active": A} or "W,U,A".
-    pass_steps: where the target marks steps (pa.step(), or optimizer.step()), every pass
-    but the clean timing pass ends it after this many (default 25: a few warm-up steps,
-    then enough for stable per-step figures); "all" runs every pass whole.
+    pass_steps: where the target marks steps (pa.step(), or optimizer.step()), the steps of
+    each pass but the clean timing pass: its window inside the timing pass's process
+    (default 6: a step to settle, then five for per-step figures; a sampler's lasts until
+    it has 50 samples), or in a pass of its own, where it ends the script (default 25: a
+    few warm-up steps, then enough for stable per-step figures); "all" runs every pass
+    whole, each in its own process.
     max_steps: every pass, the timing pass too, ends the target after this many steps: the
     first minutes of a long job, without editing it.
     show_output: "first" shows the target's output of the first pass only (every pass's
@@ -116,6 +128,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
                             max_steps=max_steps, show_output=show_output,
                             command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes),
+                            separate_passes=validate.flag("separate_passes", separate_passes),
                             meanwhile=validate.report_function("meanwhile", meanwhile))
 
 

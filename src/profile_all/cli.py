@@ -114,21 +114,22 @@ def run(
         min=1, metavar="N", help="run the clean timing pass N times, spread over the run: its "
         "repeats measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
     pass_steps: Annotated[str | None, typer.Option(
-        metavar="N|all", help="where the script marks steps (pa.step(), optimizer.step()), "
-        "every pass but the clean timing pass ends it after N steps [default: 25]; all: "
-        "run them whole")] = None,
-    max_steps: Annotated[int | None, typer.Option(
-        min=1, metavar="N",
-        help="every pass, the timing pass too, ends the script after N steps")] = None,
+        metavar="N|all", help="steps of each pass but the timing pass: its window in the "
+        "timing pass's process [default: 6], or in its own, ending the script [default: 25]; "
+        "all: every pass runs the script whole, each in its own process")] = None,
+    max_steps: Annotated[int | None, typer.Option(min=1, metavar="N", help="every pass, "
+        "the timing pass too, ends the script after N steps")] = None,
     show_output: Annotated[str, typer.Option(
         metavar="first|all|none", help="the script's output of the first pass only (every "
         "pass's is in artifacts/passN.stdout.log), of every pass, or of none")] = "first",
     fresh_processes: Annotated[bool, typer.Option(
         "--fresh-processes", help="a fresh interpreter for every pass, instead of forking each "
         "from a server that imported torch once")] = False,
-    nproc_per_node: Annotated[str, typer.Option(
-        metavar="N|auto|cpu|gpu",
-        help="torchrun: ranks on this node (auto, cpu, gpu as torchrun reads them)")] = "1",
+    separate_passes: Annotated[bool, typer.Option(
+        "--separate-passes", help="every pass in a process of its own running the script, "
+        "not in windows of steps of the timing pass's process")] = False,
+    nproc_per_node: Annotated[str, typer.Option(metavar="N|auto|cpu|gpu", help="torchrun: "
+        "ranks on this node (auto, cpu, gpu as torchrun reads them)")] = "1",
     nnodes: Annotated[str, typer.Option(
         metavar="N|MIN:MAX", help="torchrun: nodes")] = "1",
     node_rank: Annotated[int | None, typer.Option(
@@ -143,7 +144,8 @@ def run(
         "-passN)")] = "profile-all",
     **backend_flags: Any,
 ) -> None:
-    """Run SCRIPT once per pass of compatible backends and merge what they measured."""
+    """Run SCRIPT under every backend and merge what they measured: once, the profilers
+    taking turns in windows of its steps, where they can share its process."""
     import profile_all as pa
     from profile_all.runner.progress import PassProgress
 
@@ -154,7 +156,7 @@ def run(
             options=cli_backend_options.options(backend_flags),
             launch=pa.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
                              rdzv_id),
-            repeat=repeat, fresh_processes=fresh_processes,
+            repeat=repeat, fresh_processes=fresh_processes, separate_passes=separate_passes,
             observer=None if quiet else PassProgress(err_console),
             pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
             max_steps=max_steps, show_output=show_output,

@@ -64,14 +64,25 @@ class PassRecord:
     #: made from the journals of a worker that died without writing its result
     recovered: bool = field(default=False, metadata=stored(flag))
     steps: int | None = field(default=None, metadata=stored(optional(counted)))
-    #: the step the pass ended its target at, None when it ran whole
+    #: the step the pass ended its target at, None when it ran whole; in a window of
+    #: steps of another pass's process (`host`), the steps of the window
     window: int | None = field(default=None, metadata=stored(optional(counted)))
+    #: the pass whose process it ran in, in a window of steps (runner/inside/windows.py);
+    #: None: a process of its own
+    host: int | None = field(default=None, metadata=stored(optional(whole), only_some=True))
+    #: the host's step its window began with
+    window_from: int | None = field(default=None,
+                                    metadata=stored(optional(counted), only_some=True))
     #: what marked the steps (`pa.step()`, `optimizer.step()`, `outermost module call`)
     step_source: str = field(default="", metadata=stored(text))
     #: the device a model ran on ("meta" under --count-on meta); "" for a script
     ran_on: str = field(default="", metadata=stored(text))
     #: the steps (from 1) that held a torch.compile compilation
     compile_steps: list[int] = field(default_factory=list, metadata=stored(list_of(whole)))
+    #: the steps (from 1) that overlap a window of steps of a pass it hosted: left out of
+    #: its per-step figures, as those that held a compilation are
+    window_steps: list[int] = field(default_factory=list,
+                                    metadata=stored(list_of(whole), only_some=True))
     compilation: dict[str, Any] = field(default_factory=dict, metadata=stored(_compilation))
     #: the profilers the target ran itself (target_profilers.Use.to_dict each)
     target_profilers: list[dict[str, Any]] = field(

@@ -26,6 +26,7 @@ import json
 import os
 import threading
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from time import perf_counter
 from types import ModuleType
@@ -65,8 +66,13 @@ NAMES: list[str] = []
 
 
 class RegionLog:
-    def __init__(self, journal: Path) -> None:
+    def __init__(self, journal: Path,
+                 left_out: Sequence[tuple[float, float]] = ()) -> None:
         self.journal = journal
+        #: spans whose region calls are left out of per-call figures (others' windows of
+        #: steps), and once read, the positions of those calls among each region's samples
+        self.left_out = left_out
+        self.apart: dict[tuple[str, str], list[int]] = {}
         self._names = NAMES
         self._names_written = 0
         self._threads: list[array] = []  # without `native`
@@ -136,7 +142,8 @@ class RegionLog:
         journal. Regions still open are timed to `ended_at` (the target never left them)."""
         if self._samples is None:
             self.flush()
-            self._samples = read(self.journal, self.ended_at, self._calls)
+            self._samples = read(self.journal, self.ended_at, self._calls, self.left_out,
+                                 self.apart)
             self.journal.unlink(missing_ok=True)
         return self._samples
 
@@ -146,10 +153,13 @@ class RegionLog:
         return self._calls
 
 
-def read(journal: Path, ended_at: float | None = None, calls: Calls | None = None) -> Samples:
+def read(journal: Path, ended_at: float | None = None, calls: Calls | None = None,
+         left_out: Sequence[tuple[float, float]] = (),
+         apart: dict[tuple[str, str], list[int]] | None = None) -> Samples:
     """The samples of a journal; regions left open count to `ended_at`, or not at all
     without it (a killed process: when it died is not known). Top-level calls are
-    appended to `calls` when given."""
+    appended to `calls` when given; the positions of the calls that start inside a span
+    of `left_out` (others' windows of steps), by region, to `apart`."""
     names: list[str] = []
     threads: dict[int, _Pairing] = {}
     samples: Samples = {}
@@ -170,7 +180,8 @@ def read(journal: Path, ended_at: float | None = None, calls: Calls | None = Non
                 events.fromfile(source, count)
             except EOFError:  # the record a kill cut short
                 break
-            threads.setdefault(number, _Pairing(names, samples, calls)).add(events)
+            threads.setdefault(number, _Pairing(names, samples, calls, left_out, apart)).add(
+                events)
     if ended_at is not None:
         for pairing in threads.values():
             pairing.close_open(ended_at)
@@ -180,10 +191,14 @@ def read(journal: Path, ended_at: float | None = None, calls: Calls | None = Non
 class _Pairing:
     """One thread's enters matched with its exits, across journal records."""
 
-    def __init__(self, names: list[str], samples: Samples, calls: Calls) -> None:
+    def __init__(self, names: list[str], samples: Samples, calls: Calls,
+                 left_out: Sequence[tuple[float, float]] = (),
+                 apart: dict[tuple[str, str], list[int]] | None = None) -> None:
         self._names = names
         self._samples = samples
         self._calls = calls
+        self._left_out = left_out
+        self._apart = apart if apart is not None else {}
         self._open: list[tuple[tuple[str, str], str, float]] = []  # (key, path, start)
         self._code: float | None = None  # an enter whose time is in the next record
         self._keys: dict[tuple[str, float], tuple[tuple[str, str], str]] = {}
@@ -201,6 +216,8 @@ class _Pairing:
                 series = samples.get(key)
                 if series is None:
                     series = samples[key] = array("d")
+                if self._left_out and any(a <= start < b for a, b in self._left_out):
+                    self._apart.setdefault(key, []).append(len(series))
                 series.append(value - start)
                 if not stack and len(series) <= CALLS_PER_REGION:
                     self._calls.append((key[0], start, value))

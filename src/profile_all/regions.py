@@ -71,16 +71,31 @@ def listen(listeners: Sequence[RegionListener], steppers: Sequence[Any] = (),
     `step()`), and every region's enter and exit time to `log`; empty sequences and no
     log stop routing."""
     global _listeners, _single, _steppers, _log, _log_only, _log_threads, _flush_due
-    if log is not None and log is not _log:
+    new_log = log is not _log
+    if log is not None and new_log:
         log.begin()
     _listeners = tuple(listeners)
     _single = _listeners[0] if len(_listeners) == 1 else None
     _steppers = (*_listeners, *steppers)
     _log, _log_only = log, log is not None and not _listeners
-    _log_threads = threading.local()
-    _flush_due = perf_counter() + FLUSH_SECONDS if log is not None else float("inf")
+    if new_log:  # the same log goes on: each thread keeps its events' array in it
+        _log_threads = threading.local()
+        _flush_due = perf_counter() + FLUSH_SECONDS if log is not None else float("inf")
     if native is not None:
         native.configure(log is not None, bool(_listeners), _flush_due, _flush)
+
+
+def also_listen(extra: Sequence[RegionListener]) -> Callable[[], None]:
+    """Route regions to `extra` too (another pass's backends, in a window of steps); returns
+    what puts the routing back. A region keeps the listeners it was entered with."""
+    if not extra:
+        return lambda: None
+    before = (_listeners, tuple(s for s in _steppers if s not in _listeners), _log)
+    listen([*before[0], *extra], before[1], before[2])
+
+    def undo() -> None:
+        listen(*before)
+    return undo
 
 
 def _log_append() -> Callable[[float], None]:

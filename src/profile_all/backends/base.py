@@ -43,12 +43,17 @@ class PassContext:
     #: (start, end) perf_counter of each torch.compile compilation so far, filled as the
     #: target runs (compile_watch): steps that held one are left out of per-step figures
     compiling: list[tuple[float, float]] = field(default_factory=list)
+    #: (start, end) perf_counter of each window of steps in which another pass's backends
+    #: ran inside this pass's process (runner/inside/windows.py), filled as they end: steps
+    #: that overlap one are left out of per-step figures, region calls in one of regions'
+    windows: list[tuple[float, float]] = field(default_factory=list)
     #: where regions' wall times go for backends that set `region_times`
     region_log: RegionLog = field(init=False)
 
     def __post_init__(self) -> None:
         self.region_log = RegionLog(
-            self.scratch_dir / f"regions.pass{self.pass_index}.rank{self.rank}.journal")
+            self.scratch_dir / f"regions.pass{self.pass_index}.rank{self.rank}.journal",
+            left_out=self.windows)
 
     def artifact_path(self, filename: str) -> Path:
         """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""
@@ -136,6 +141,14 @@ class Backend:
     #: it needs no more of a region than its wall time, read from `ctx.region_log` at
     #: collect, rather than its `enter`/`exit` hooks: the cheapest path for the target
     region_times: bool = False
+    #: it can start at a step's end inside a running script and stop at another's, so
+    #: its pass may run in a window of steps inside the clean timing pass's process
+    #: (the script run once); a plug-in's runs in a process of its own unless it says so
+    windowed: ClassVar[bool] = False
+    #: where passes run in windows, it runs beside the clean timing pass's timers for the
+    #: whole script, what it measured inside the windows left out (`ctx.windows`): a
+    #: sampler in another process whose cost to the target is within the noise
+    beside: ClassVar[bool] = False
     #: it counts from shapes alone, so a model's pass may run on the meta device for it
     #: (`--count-on meta`: nothing computed, no memory for weights)
     counts_on_meta: ClassVar[bool] = False
@@ -157,6 +170,11 @@ class Backend:
         return True, ""
 
     @classmethod
+    def beside_with(cls, options: dict[str, Any]) -> bool:
+        """Whether it runs beside the timers with these options (`beside`)."""
+        return cls.beside
+
+    @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         """Refuse option values of the right type but out of range (validate's
         ArgumentValueError), before any pass runs."""
@@ -166,6 +184,11 @@ class Backend:
 
     def stop(self, ctx: PassContext) -> None:
         """Stop measuring; called just after the target ends, however it ended."""
+
+    def window_seconds(self) -> float:
+        """The least time its window of steps lasts (a sampler needs enough samples for
+        its shares: steps of a millisecond give none in ten steps); 0 for none."""
+        return 0.0
 
     def step(self) -> None:
         """An iteration ended (`pa.step()`); heard by backends that define `enter`, read

@@ -69,6 +69,7 @@ class _HookWatch:
 class CProfile(Backend):
     name = "cprofile"
     kind = "tracer"
+    windowed = True
     measures = "calls, self and cumulative time of every Python function"
     native_file = "cprofile.prof (SnakeViz: profile-all view RUN)"
 

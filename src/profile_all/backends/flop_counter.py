@@ -34,7 +34,8 @@ from typing import Any
 from profile_all import compile_watch
 from profile_all.backends import dispatch_mode, flop_formulas
 from profile_all.backends.base import Backend, Collected, PassContext, kept_samples
-from profile_all.backends.roots import ModelCalls, ModuleFacts, RootModules, tensors_in
+from profile_all.backends.model_calls import ModelCalls
+from profile_all.backends.roots import ModuleFacts, RootModules, tensors_in
 from profile_all.rows import Facts, row
 from profile_all.stats import summarize
 
@@ -194,6 +195,7 @@ class FlopCounter(Backend):
     name = "flop-counter"
     facts = Facts(counts_flops=True, exact=True)
     kind = "counter"
+    windowed = True
     measures = "exact FLOPs per operator, module and step, forward and backward"
     counts_on_meta = True
     imports = ("torch",)

@@ -39,6 +39,7 @@ FEW_SAMPLES = 100
 class PySpy(Backend):
     name = "py-spy"
     kind = "sampler"
+    windowed = True
     sees_children = True
     measures = ("where the time goes, sampled from outside the process at a rate: every "
                 "thread's Python frames (and native ones with --native), child processes")
@@ -72,6 +73,11 @@ class PySpy(Backend):
             if not all(spec.partition(":")[::2]):
                 raise validate.ArgumentValueError(
                     f"--py-spy-lines wants MODULE:FUNCTION, got {spec!r}")
+
+    def window_seconds(self) -> float:
+        """Half the samples whose shares are not said to be rough: steps of milliseconds
+        would give none in a window of a few."""
+        return FEW_SAMPLES / 2 / int(self.options.get("rate", DEFAULT_RATE))
 
     def start(self, ctx: PassContext) -> None:
         self._rate = int(self.options.get("rate", DEFAULT_RATE))

@@ -39,6 +39,7 @@ SNAPSHOT = "cuda_memory_snapshot.pickle"
 class TorchMemory(Backend):
     name = "torch-memory"
     kind = "tracer"
+    windowed = True
     measures = ("memory by what holds it (parameters, gradients, optimizer state, "
                 "activations, temporaries) per step and device, at each step's end and peak")
     native_file = f"{SNAPSHOT} (pytorch.org/memory_viz; CUDA only)"

@@ -65,6 +65,7 @@ class SessionCollision(ProfileAllError):
 class TorchProfiler(Backend):
     name = "torch-profiler"
     kind = "tracer"
+    windowed = True
     measures = ("operators (calls, self and total CPU time, device time, FLOPs, input shapes), "
                 "kernels, regions")
     native_file = "torch_trace.pt.trace.json.gz (Perfetto, TensorBoard, HTA)"

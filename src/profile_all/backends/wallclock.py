@@ -80,6 +80,7 @@ class WallClock(Backend):
         self._first_step_start = (self._started, self._run_cpu)
         self._origin: float | None = None  # the first step's start
         self._compiling = ctx.compiling
+        self._windows = ctx.windows
 
     def _series(self, key: tuple[str, Any]) -> tuple[array, array]:
         series = self._samples[key] = (array("d"), array("d"))
@@ -168,7 +169,8 @@ class WallClock(Backend):
         if self.region_times:
             for key, walls in self._log.samples().items():
                 self._samples[key] = (walls, array("d"))
-        collected = _collected(self._samples, self._excluded_steps())
+        collected = _collected(self._samples, self._excluded_steps(),
+                               self._log.apart if self.region_times else {})
         collected.rows[:0] = rows
         if self.region_times:  # the timeline: seconds since the target started
             collected.timeline = [["region", name, start - self._started, end - self._started,
@@ -177,13 +179,14 @@ class WallClock(Backend):
         return collected
 
     def _excluded_steps(self) -> set[int]:
-        """The steps left out of per-step statistics: the first, and any that held a
-        torch.compile compilation."""
+        """The steps left out of per-step statistics: the first, any that held a
+        torch.compile compilation, and any that overlap another pass's window of steps."""
         walls = self._samples.get(STEP, (array("d"),))[0]
         if self._origin is None or not walls:
             return {1}
-        ends = list(accumulate(walls, initial=self._origin))
-        return {1, *held_compilation(list(pairwise(ends)), self._compiling)}
+        spans = list(pairwise(accumulate(walls, initial=self._origin)))
+        return {1, *held_compilation(spans, self._compiling),
+                *held_compilation(spans, self._windows)}
 
     @classmethod
     def recover(cls, ctx: PassContext) -> Collected:
@@ -206,23 +209,27 @@ class WallClock(Backend):
                 series[1].extend(cpus)
         for key, walls in region_log.read(ctx.region_log.journal).items():
             samples[key] = (walls, array("d"))
-        return _collected(samples, {1})
+        return _collected(samples, {1}, {})
 
 
-def _collected(samples: Samples, excluded_steps: set[int]) -> Collected:
+def _collected(samples: Samples, excluded_steps: set[int],
+               apart: dict[tuple[str, str], list[int]]) -> Collected:
     """Rows and samples of each region and of the steps; the steps' statistics (and
-    samples) without `excluded_steps`, their calls and total with them."""
+    samples) without `excluded_steps`, a region's without its calls in others' windows of
+    steps (`apart`: their positions), their calls and total with them."""
     rows, kept = [], []
     for (name, parent), (walls, cpus) in samples.items():
         scope = "step" if parent is None else "region"
+        left_out = {n - 1 for n in excluded_steps} if scope == "step" else \
+            set(apart.get((name, parent), ()))
         parent = parent or ""
-        counted = walls if scope == "region" else \
-            [wall for number, wall in enumerate(walls, 1) if number not in excluded_steps]
+        counted = [wall for index, wall in enumerate(walls) if index not in left_out]
         kept.append((scope, name, parent, "wall_time", kept_samples(counted)))
         rows.append(row(scope, name, "calls", len(walls), parent=parent))
         stats = {**summarize(counted), "total": math.fsum(walls)}
-        if scope == "step":
-            rows.append(row(scope, name, "excluded_calls", len(walls) - len(counted)))
+        if scope == "step" or len(counted) < len(walls):
+            rows.append(row(scope, name, "excluded_calls", len(walls) - len(counted),
+                            parent=parent))
         for stat, value in stats.items():
             rows.append(row(scope, name, "wall_time", value, stat=stat, parent=parent))
         if cpus:

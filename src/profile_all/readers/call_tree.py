@@ -20,7 +20,9 @@ scaled down by the same factor so that together they hold exactly the node's val
 child never claims more than its parent, and their shares stay as pstats measured them).
 
 In a profile that profile-all made (`cprofile.prof`: the pass's `runner/inside/pass_run.py`
-`run_target` is a root), profile-all's own frames and runpy's are left out (`OwnFrames`):
+`run_target` is a root; in a window of steps, the step clock's hook that stopped it, and
+the roots are what the script called in those steps), profile-all's own frames and
+runpy's are left out (`OwnFrames`):
 the root is the target script's `<module>` (the one runpy's `exec` ran); an own frame
 called from the user's code (a region, `pa.step()`, the step hooks torch calls) is
 spliced out: its time and that of the built-ins it called stay in its caller (self time),
@@ -50,6 +52,9 @@ _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
 #: the pass's frame that runs the target: a profile holding it as a root is profile-all's
 #: (its file as named now, and as an earlier layout named it)
 _MARK_FILES, _MARK_FUNCTION = ("runner/inside/pass_run.py", "runner/passrun.py"), "run_target"
+#: the step clock's hooks, where a window of steps stops its profiler: a profile holding
+#: one as a root was made in a window
+_WINDOW_MARK = "runner/inside/steps.py"
 _OWN_BUILTIN = re.compile(r"(?<![\w.])profile_all\.")
 #: the standard library's and installed packages' files, as a profile names them
 LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
@@ -89,7 +94,7 @@ def own_frames(entries: dict[Any, tuple]) -> OwnFrames | None:
                     if not values[4] and f[2] == _MARK_FUNCTION
                     and _slashed(f[0]).endswith("/profile_all/" + mark)), None)
     if package is None:
-        return None
+        return _own_in_a_window(entries)
     own = OwnFrames(package, ())
     runpy_exec = _EXEC in entries and any(caller in own for caller in entries[_EXEC][4])
     script = [(f, values[3]) for f, values in entries.items()
@@ -97,6 +102,23 @@ def own_frames(entries: dict[Any, tuple]) -> OwnFrames | None:
     if script:  # the target's module; modules it exec'd itself weigh less
         return OwnFrames(package, (max(script, key=lambda entry: entry[1]),))
     return OwnFrames(package, _called_by_own(entries, own))
+
+
+def _own_in_a_window(entries: dict[Any, tuple]) -> OwnFrames | None:
+    """A profile made in a window of steps (runner/inside/windows.py): started and stopped
+    at a step's end, deep in the script's stack, so that the functions the script called
+    in those steps are its roots, beside the step hooks it was stopped in. Its roots: the
+    user's functions no profiled function called, and those profile-all's frames called."""
+    package = next((_slashed(f[0]).removesuffix(_WINDOW_MARK) for f, values in entries.items()
+                    if not values[4] and _slashed(f[0]).endswith("/profile_all/" + _WINDOW_MARK)),
+                   None)
+    if package is None:
+        return None
+    own = OwnFrames(package, ())
+    top = {f: values[3] for f, values in entries.items() if not values[4] and f not in own}
+    for function, seconds in _called_by_own(entries, own):
+        top[function] = top.get(function, 0.0) + seconds
+    return OwnFrames(package, tuple(sorted(top.items(), key=lambda entry: -entry[1])))
 
 
 def _called_by_own(entries: dict[Any, tuple], own: OwnFrames) -> tuple[tuple[Any, float], ...]:

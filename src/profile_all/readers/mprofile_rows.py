@@ -85,3 +85,24 @@ def region_bands(calls: dict[tuple[str, str], tuple[array, array]], started: flo
         entries += [["region", name, float(s), float(e), float("nan"), "s"]
                     for s, e in zip(starts, ends, strict=True)]
     return entries
+
+
+def leave_out(profile: Mprofile, calls: dict[Any, tuple[array, array]],
+              spans: list[tuple[float, float]]) -> None:
+    """The samples (the process's and each child's) and the region calls (`calls`: starts
+    and ends by region) that fall in `spans` (epoch seconds), left out, in place."""
+    def outside(times: np.ndarray) -> np.ndarray:
+        inside = np.zeros(len(times), bool)
+        for start, end in spans:
+            inside |= (times >= start) & (times <= end)
+        return ~inside
+
+    keep = outside(profile.times)
+    profile.times, profile.rss = profile.times[keep], profile.rss[keep]
+    for pid, (times, rss) in list(profile.children.items()):
+        kept = outside(times)
+        profile.children[pid] = (times[kept], rss[kept])
+    for key, (starts, ends) in list(calls.items()):
+        kept = outside(np.frombuffer(starts))
+        calls[key] = (array("d", np.frombuffer(starts)[kept]),
+                      array("d", np.frombuffer(ends)[kept]))

@@ -220,9 +220,8 @@ class RunData(FrameViews):
         return call_groups(self.frame, self.counting.reference)
 
     def modules(self) -> pd.DataFrame:
-        """A row per module: every counter's FLOPs side by side, and the parameters; where a
-        model's calls are of unlike work, the exact counter's are of the calls the counters
-        table stands for (Report.call_groups())."""
+        """A row per module: every counter's FLOPs side by side, and the parameters (the
+        exact counter's of the calls the counters table stands for: Report.call_groups())."""
         from profile_all.report.counters import modules
 
         return self.once("modules", lambda: modules(self.frame, self.counting, self._train))

@@ -4,10 +4,12 @@ with what ran in it: an evaluation inside the loop (more FLOPs, model calls with
 gradients) is one step of different work, not noise and not warm-up.
 
 The timer keeps every step's time but the first (the script's setup) and those that held
-a torch.compile compilation (the pass's `compile_steps`); the counter keeps every step's
-FLOPs and outermost model calls, in its own pass, which ran the same steps (the run checks
-say when passes did different work). Steps are matched by number; where the timer's steps
-cannot be numbered (thinned past MAX_SAMPLES) they are not matched.
+a torch.compile compilation (the pass's `compile_steps`) or overlapped another pass's
+window of steps (`window_steps`); the counter keeps every step's FLOPs and outermost model
+calls, in its own pass, which ran the same steps (the run checks say when passes did
+different work), or in a window of the timing pass's steps (from its `window_from`). Steps
+are matched by number; where the timer's steps cannot be numbered (thinned past
+MAX_SAMPLES) they are not matched.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def _timed(report: RunData, timer: str) -> pd.Series:
     steps = samples[(samples["backend"] == timer) & (samples["scope"] == "step")
                     & (samples["metric"] == "wall_time") & (samples["pass"] == record.number)]
     steps = steps[steps["rank"] == steps["rank"].min()]["value"].to_numpy(float)
-    numbers = [n for n in range(2, record.steps + 1) if n not in set(record.compile_steps)]
+    left_out = {*record.compile_steps, *record.window_steps}
+    numbers = [n for n in range(2, record.steps + 1) if n not in left_out]
     if len(numbers) != len(steps):
         return _no_steps()
     return pd.Series(steps, index=pd.Index(numbers, name="step"))
@@ -53,13 +56,18 @@ def _work(report: RunData) -> pd.DataFrame:
     kept = samples[(samples["scope"] == "step") & samples["metric"].isin(COLUMNS[2:])]
     if kept.empty:
         return pd.DataFrame(columns=COLUMNS[2:])
-    first = kept[(kept["pass"] == kept["pass"].min()) & (kept["rank"] == kept["rank"].min())]
+    number = kept["pass"].min()
+    first = kept[(kept["pass"] == number) & (kept["rank"] == kept["rank"].min())]
     columns = {metric: values["value"].to_numpy(float)
                for metric, values in first.groupby("metric", sort=False)}
     if len({len(v) for v in columns.values()}) != 1:
         return pd.DataFrame(columns=COLUMNS[2:])
     size = len(next(iter(columns.values())))
-    return pd.DataFrame(columns, index=pd.Index(range(1, size + 1), name="step"))
+    # a window of steps inside the timing pass's process: its step 1 is the host's Nth
+    record = next((p for p in report.meta.passes if p.number == number), None)
+    first_step = record.window_from if record is not None and record.window_from else 1
+    return pd.DataFrame(columns, index=pd.Index(range(first_step, first_step + size),
+                                                name="step"))
 
 
 def step_work(report: RunData, timer: str) -> pd.DataFrame:

@@ -15,12 +15,13 @@ from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from profile_all import backends, validate
+from profile_all import validate
 from profile_all.runner import (
     child_processes,
     early_server,
     outcome,
     pass_process,
+    pass_specs,
     server_handle,
     spec,
 )
@@ -29,7 +30,13 @@ from profile_all.runner.launch import Launch
 from profile_all.runner.outcome import Ran
 from profile_all.runner.plan import Pass, plan_passes
 from profile_all.runner.prestarted import PrestartedWorker
-from profile_all.runner.setup import Observer, Setup, check_steps, setup_run
+from profile_all.runner.setup import (
+    Observer,
+    Setup,
+    check_steps,
+    setup_run,
+    use_windows,
+)
 from profile_all.runner.spec import PassSpec
 from profile_all.runs.folder import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
@@ -47,7 +54,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         peak_flops: float | None = None, launch: Launch | None = None,
         repeat: int = 1, fresh_processes: bool = False,
         pass_steps: int | str | None = None, max_steps: int | None = None,
-        show_output: str = "first") -> Report:
+        show_output: str = "first", separate_passes: bool = False) -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
     timing pass runs, spread over the run (its repeats measure the run-to-run noise).
@@ -57,13 +64,16 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
     for an interpreter each, or they run under torchrun or nsys. `pass_steps`: the passes
     other than the timing pass end the target after that many steps (default
     DEFAULT_PASS_STEPS; "all": run whole); `max_steps`: every pass does, the timing pass
-    too. A target without steps runs whole in every pass."""
+    too. A target without steps runs whole in every pass. Unless `separate_passes` (or
+    `fresh_processes`), the passes whose backends can share a process run in windows of
+    steps inside the timing pass's (runner/inside/windows.py)."""
     stops = child_processes.StopRequests()
     with stops.installed() if isolate else contextlib.nullcontext():
         setup = setup_run(target, backend_names, timeout, isolate, options, launch, repeat,
                        fresh_processes, peak_flops)
         setup.observer, setup.command, setup.meanwhile = observer, command or [], meanwhile
         setup.pass_steps, setup.max_steps = check_steps(pass_steps, max_steps)
+        use_windows(setup, pass_steps, fresh_processes or separate_passes)
         setup.show_output = validate.choice("show_output (--show-output)", show_output,
                                             ("first", "all", "none"))
         return _run(setup, out, stops)
@@ -72,7 +82,7 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) -> Report:
     setup.target.refuse_early()  # before the server's seconds of import
     passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
-                         repeat=setup.repeat)
+                         repeat=setup.repeat, windows=setup.windows, options=setup.options)
     # started first: they import torch while the target is checked and the folder made
     server = _server(setup)
     early = _prestarted(setup, passes)
@@ -120,7 +130,7 @@ def _prestarted(setup: Setup, passes: list[Pass]) -> PrestartedWorker | None:
     first = next((run_pass for run_pass in passes if _fresh(setup, run_pass)), None)
     if first is None:
         return None
-    return PrestartedWorker(_preimport(setup, first), server_handle.worker_env())
+    return PrestartedWorker(pass_specs.preimport(setup, first), server_handle.worker_env())
 
 
 def _check_target(setup: Setup, server: server_handle.ForkServer | None) -> None:
@@ -138,56 +148,6 @@ def _check_target(setup: Setup, server: server_handle.ForkServer | None) -> None
             server.check(setup.target.to_spec(), Path(scratch), dict(os.environ))
         except server_handle.ServerLost:  # the passes say so; the check is made here
             setup.target.validate()
-
-
-def _window(setup: Setup, run_pass: Pass, timed_steps: int | None) -> int | None:
-    """The step a pass ends its target at: the timing pass runs whole (to --max-steps), the
-    others a window (--pass-steps), unless the timing pass saw no more steps than that
-    (`timed_steps`: ended at its last step, a pass would miss the script's end); a
-    model's passes have no steps to end at."""
-    if setup.is_model:
-        return None
-    window = None if run_pass.timing or (
-        timed_steps is not None and setup.pass_steps is not None
-        and timed_steps <= setup.pass_steps) else setup.pass_steps
-    return min((limit for limit in (setup.max_steps, window) if limit is not None),
-               default=None)
-
-
-def _mode(setup: Setup, run_pass: Pass) -> str:
-    """How the pass runs its target: `bench` (the timing pass of a model), `meta` (a model's
-    pass whose backends all count from shapes, under --count-on meta), else `once`."""
-    if run_pass.timing:
-        return "bench"
-    if getattr(setup.target, "count_on", "device") == "meta" and run_pass.backends and all(
-            backends.load(name).counts_on_meta for name in run_pass.backends):
-        return "meta"
-    return "once"
-
-
-def _preimport(setup: Setup, run_pass: Pass) -> list[str]:
-    """What the pass imports before its target. Passes import the same, so that none's
-    target time holds an import another's does not; a model's timing pass, a fresh
-    interpreter as the user's process is, imports torch alone (its clock is the
-    benchmark's, not the process's; torch._dynamo would add a second to it)."""
-    if setup.is_model and run_pass.timing:
-        return [module for module in setup.preimport if module != "torch._dynamo"]
-    return setup.preimport
-
-
-def _spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran) -> PassSpec:
-    timed = [s for s in ran.summaries if s.timing and s.step_source]
-    return PassSpec(
-        number=run_pass.index, backends=run_pass.backends,
-        mode=_mode(setup, run_pass), target=setup.target.to_spec(),
-        options=setup.options, preimport=_preimport(setup, run_pass),
-        distributed=setup.launch.distributed, parent_pid=os.getpid(),
-        artifacts_dir=str(run_dir.artifacts.resolve()),
-        scratch_dir=str(run_dir.scratch.resolve()),
-        result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
-                         ).resolve()),
-        max_steps=_window(setup, run_pass, timed[0].steps if timed else None),
-        step_source=timed[0].step_source if timed else "")
 
 
 def _lost_server(said: str, fresh_from: int) -> str:
@@ -217,14 +177,17 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
                 stops: child_processes.StopRequests, server: server_handle.ForkServer | None,
                 early: PrestartedWorker | None) -> Ran:
     """Each pass in turn, in a worker or in this process, until one is interrupted: forked
-    from `server`, or in a fresh interpreter (the first of them `early`, started already)."""
+    from `server`, or in a fresh interpreter (the first of them `early`, started already);
+    a pass that ran in a window of steps of its host's process is taken from there."""
     ran = Ran()
     for run_pass in passes:
         if setup.observer:
             setup.observer.pass_started(run_pass, len(passes))
-        pass_spec = _spec(setup, run_pass, run_dir, ran)
+        pass_spec = pass_specs.spec(setup, run_pass, run_dir, ran, passes)
         started = perf_counter()
-        if setup.isolate:
+        if run_pass.index in ran.hosted:
+            ended = pass_process.Ended("exited", ran.hosted.pop(run_pass.index), [])
+        elif setup.isolate:
             starter = server
             if _fresh(setup, run_pass):
                 starter, early = early, None  # started early for the first fresh pass only
@@ -234,41 +197,62 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
                 server, ran.fresh_from = None, run_pass.index
                 ran.notes.append(_lost_server(str(lost), run_pass.index))
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran)
+            ran.hosted.update(pass_process.window_results(pass_spec))
         else:
-            result = PassRun(pass_spec, own_process=False, target=setup.target).run()
-            ended = pass_process.Ended("exited", [result], [])
+            ended = _in_this_process(setup, pass_spec, ran)
         if server is not None and server.gone():  # as the pass ran: it went on without it
             ran.notes.append(_lost_server(f"the fork server was {server.gone()} as pass "
                                           f"{run_pass.index} ran", run_pass.index + 1))
             server, ran.fresh_from = None, run_pass.index + 1
-        ended.results = pass_process.collected_after(pass_spec, ended.results)
-        summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout,
-                                       perf_counter() - started, setup.launch.distributed)
-        summary.left_running = ended.left_running + [one for r in ended.results
-                                                     for one in r.left_running]
-        ran.results += ended.results
-        ran.summaries.append(summary)
-        ran.step_times[run_pass.index] = outcome.step_times(ended.results)
+        summary = _recorded(setup, run_pass, pass_spec, ended, perf_counter() - started, ran)
         if setup.observer:
             setup.observer.pass_ended(run_pass, len(passes), summary)
-        if summary.status == "interrupted" or stops.signum is not None:
-            ran.status = "interrupted"
-            break
-        if _failed_before_its_steps(setup, run_pass, summary, len(passes)):
-            ran.notes.append(
-                f"the script failed before its first step in pass {run_pass.index} (exit "
-                f"code {summary.exit_code}): the {len(passes) - run_pass.index} other "
-                "passes were not run, each would have run it to the same failure; name the "
-                "backends (-b cprofile) to profile the failure itself")
+        if _run_ends(setup, run_pass, summary, len(passes), stops, ran):
             break
     return ran
 
 
-def _failed_before_its_steps(setup: Setup, run_pass: Pass, summary: PassRecord,
-                             planned: int) -> bool:
-    """The clean timing pass of a script ended with an error before its first step, on the
-    default backends, with passes after it: each would run the script's set-up again to the
-    same failure (named backends are run: a profile of the failure may be what is asked)."""
-    return (run_pass.timing and not setup.is_model and not setup.named
-            and summary.exit_code != 0 and not summary.steps and summary.status != "timeout"
-            and run_pass.index < planned)
+def _in_this_process(setup: Setup, pass_spec: PassSpec, ran: Ran) -> pass_process.Ended:
+    """The pass in this process (isolate=False); the passes it hosted kept for their turn."""
+    pass_run = PassRun(pass_spec, own_process=False, target=setup.target)
+    ended = pass_process.Ended("exited", [pass_run.run()], [])
+    for result in pass_run.window_results:
+        ran.hosted.setdefault(result.number, []).append(result)
+    return ended
+
+
+def _recorded(setup: Setup, run_pass: Pass, pass_spec: PassSpec, ended: pass_process.Ended,
+              wall: float, ran: Ran) -> PassRecord:
+    """The pass's record, its results and step times kept in `ran`; a hosted pass's time
+    is its window's, its output its host's."""
+    ended.results = pass_process.collected_after(pass_spec, ended.results)
+    summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout, wall,
+                                   setup.launch.distributed)
+    if summary.host is not None:
+        summary.process_wall_time = summary.target_wall_time
+        summary.logs = [log.replace(f"pass{run_pass.index}.", f"pass{summary.host}.")
+                        for log in summary.logs]
+    summary.left_running = ended.left_running + [one for r in ended.results
+                                                 for one in r.left_running]
+    ran.results += ended.results
+    ran.summaries.append(summary)
+    ran.step_times[run_pass.index] = outcome.step_times(ended.results)
+    return summary
+
+
+def _run_ends(setup: Setup, run_pass: Pass, summary: PassRecord, planned: int,
+              stops: child_processes.StopRequests, ran: Ran) -> bool:
+    """No pass after this one: the run was stopped, or the script failed before its first
+    step (said in the run's notes)."""
+    if summary.status == "interrupted" or stops.signum is not None:
+        ran.status = "interrupted"
+        return True
+    if outcome.failed_before_its_steps(run_pass, summary, planned,
+                                       defaults=not setup.is_model and not setup.named):
+        ran.notes.append(
+            f"the script failed before its first step in pass {run_pass.index} (exit "
+            f"code {summary.exit_code}): the {planned - run_pass.index} other passes were "
+            "not run, each would have run it to the same failure; name the backends (-b "
+            "cprofile) to profile the failure itself")
+        return True
+    return False

@@ -102,9 +102,28 @@ def _what_ranks_said(results: list[PassResult]) -> dict[str, Any]:
         "step_source": next((r.step_source for r in results if r.step_source), ""),
         "ran_on": next((r.ran_on for r in results if r.ran_on), ""),
         "compile_steps": max((r.compile_steps for r in results), key=len, default=[]),
+        **_windows_said(results),
         "compilation": next((r.compilation for r in results if r.compilation), {}),
         "target_profilers": list({(use["tool"], use["where"]): use for r in results
                                   for use in r.target_profilers}.values())}
+
+
+def failed_before_its_steps(run_pass: Pass, summary: PassRecord, planned: int,
+                            defaults: bool) -> bool:
+    """The clean timing pass of a script ended with an error before its first step, with
+    passes after it, on the default backends (`defaults`): each would run the script's
+    set-up again to the same failure (named backends are run: a profile of the failure may
+    be what is asked)."""
+    return (defaults and run_pass.timing and summary.exit_code != 0 and not summary.steps
+            and summary.status != "timeout" and run_pass.index < planned)
+
+
+def _windows_said(results: list[PassResult]) -> dict[str, Any]:
+    """Where a pass ran in a window of its host's steps: the host and its first step; of a
+    host, the steps it left out for the windows (the rank that left out most)."""
+    return {"host": next((r.host for r in results if r.host is not None), None),
+            "window_from": next((r.window_from for r in results if r.window_from), None),
+            "window_steps": max((r.window_steps for r in results), key=len, default=[])}
 
 
 def step_times(results: list[PassResult]) -> list[float]:
@@ -142,3 +161,6 @@ class Ran:
     notes: list[str] = field(default_factory=list)
     #: the first pass that ran in a fresh interpreter because the fork server was gone
     fresh_from: int | None = None
+    #: the results of passes that ran in windows of steps inside another's process, by
+    #: pass number, until their turn in the run comes
+    hosted: dict[int, list[PassResult]] = field(default_factory=dict)

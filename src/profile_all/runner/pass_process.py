@@ -15,11 +15,12 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from profile_all import backends
 from profile_all.runner import child_processes, server_handle, spec
-from profile_all.runner.inside.pass_run import said_by
+from profile_all.runner.inside.backend_said import said_by
 from profile_all.runner.launch import Launch
 from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.spec import PassResult, PassSpec
@@ -129,6 +130,18 @@ def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
         found[rank] = spec.recovered(pass_spec.for_rank(rank, len(expected)), code,
                                      pass_process.max_rss if forked else None, how)
     return [found[rank] for rank in sorted(found)]
+
+
+def window_results(pass_spec: PassSpec) -> dict[int, list[PassResult]]:
+    """The results of the passes `pass_spec`'s process hosted in windows of steps, by pass
+    number: those whose window came (a window the script did not reach wrote none)."""
+    found: dict[int, list[PassResult]] = {}
+    for window in pass_spec.windows:
+        pattern = Path(window["result_path"])
+        for path in sorted(pattern.parent.glob(pattern.name.replace("{rank}", "*"))):
+            found.setdefault(window["number"], []).append(
+                PassResult.from_json(path.read_bytes()))
+    return found
 
 
 def _expected_ranks(launch: Launch, results: dict[int, PassResult]) -> set[int]:

@@ -2,7 +2,9 @@
 
 Profilers distort what they measure, and some collide, so timers share one clean pass
 (the reference every other pass's overhead is measured against) and every other backend
-runs alone in a pass of its own. Each pass is a fresh process.
+runs alone in a pass of its own. A pass runs in a process of its own, or, where its
+backends can start and stop at a step's end, in a window of steps inside the clean timing
+pass's process (runner/inside/windows.py): the script is run once.
 
 With `repeat` > 1 the clean timing pass runs that many times, spread over the run: first,
 last, and evenly between the other passes (T P P T P T), so that its repeats sample the
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from profile_all.backends import Backend
 
@@ -24,6 +28,9 @@ class Pass:
     backends: list[str]
     timing: bool = False  # only timers: the clean reference pass
     repeat: int = 0  # which repeat of the timing pass (1-based), 0 for the others
+    #: the pass whose process runs this one's backends in a window of steps, if it gets
+    #: there (None: a process of its own)
+    host: int | None = None
 
     @property
     def label(self) -> str:
@@ -31,13 +38,30 @@ class Pass:
 
 
 def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False,
-                repeat: int = 1) -> list[Pass]:
+                repeat: int = 1, windows: bool = False,
+                options: dict[str, dict[str, Any]] | None = None) -> list[Pass]:
     """`timing_pass`: plan the clean timing pass even without timers (a model's benchmark).
-    `repeat`: how many times the timing pass runs (at least 1)."""
-    timers = [b.name for b in backends if b.kind == "timer"]
-    others = [[b.name] for b in backends if b.kind != "timer"]
+    `repeat`: how many times the timing pass runs (at least 1). `windows`: the passes
+    whose backends can start and stop at a step (`Backend.windowed`) are hosted by the
+    first timing pass, each in a window of steps inside its process, and those that run
+    beside the timers with their `options` (`Backend.beside_with`) join them."""
+    options = options or {}
+    timers = [b.name for b in backends
+              if b.kind == "timer" or (windows and b.beside_with(options.get(b.name, {})))]
+    others = [[b.name] for b in _in_window_order(backends, windows) if b.name not in timers]
     repeats = max(1, repeat) if timers or timing_pass else 0
-    # the first repeat before every other pass, the last after them, the rest evenly between
+    planned = [Pass(index, names, timing=number > 0, repeat=number)
+               for index, (names, number) in enumerate(_order(timers, others, repeats),
+                                                       start=1)]
+    if windows:
+        _host_windows(planned, {b.name for b in backends if b.windowed})
+    return planned
+
+
+def _order(timers: list[str], others: list[list[str]], repeats: int
+           ) -> list[tuple[list[str], int]]:
+    """(backends, repeat number) of each pass in turn: the timing pass's first repeat
+    before every other pass, the last after them, the rest evenly between."""
     before = Counter(round(k * len(others) / (repeats - 1)) if repeats > 1 else 0
                      for k in range(repeats))
     order: list[tuple[list[str], int]] = []
@@ -48,5 +72,28 @@ def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False,
             order.append((timers, done))
         if position < len(others):
             order.append((others[position], 0))
-    return [Pass(index, names, timing=number > 0, repeat=number)
-            for index, (names, number) in enumerate(order, start=1)]
+    return order
+
+
+def _in_window_order(backends: list[type[Backend]], windows: bool) -> list[type[Backend]]:
+    """In windows, the samplers' last: theirs last a least time (enough samples), which on
+    a script of short steps may take the rest of it."""
+    return sorted(backends, key=lambda b: b.kind == "sampler") if windows else backends
+
+
+def _host_windows(planned: list[Pass], windowed: set[str]) -> None:
+    """The first timing pass hosts every other pass whose backends can run in a window."""
+    if planned and planned[0].timing:
+        for other in planned[1:]:
+            if not other.timing and set(other.backends) <= windowed:
+                other.host = planned[0].index
+
+
+def hosted_windows(passes: list[Pass], host: Pass, steps: int,
+                   scratch: Path) -> list[dict[str, Any]]:
+    """The passes `host` hosts in windows of `steps` steps, as its spec lists them (their
+    results written in `scratch`)."""
+    return [{"number": hosted.index, "backends": hosted.backends, "steps": steps,
+             "result_path": str((scratch / f"pass{hosted.index}.result.rank{{rank}}.json"
+                                 ).resolve())}
+            for hosted in passes if hosted.host == host.index]

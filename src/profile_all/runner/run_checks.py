@@ -17,6 +17,7 @@ import numpy as np
 from profile_all import backends, noise
 from profile_all.pass_record import PassRecord
 from profile_all.rows import region_path
+from profile_all.runner import layout_doubts
 from profile_all.runner.spec import PassResult
 from profile_all.target_profilers import MEANS
 
@@ -55,7 +56,7 @@ def _overhead(summary: PassRecord, timing: list[PassRecord],
     own_steps = np.asarray(step_times.get(summary.number, []), float)
     # a pass that ran a window of steps is compared with the same steps of the timing pass
     # (the first ones, warm-up included), not with the steady state after them
-    same = len(own_steps) if summary.window else None
+    same = len(own_steps) if summary.window and summary.host is None else None
     stepped = [np.asarray(step_times.get(p.number, [])[:same], float) for p in timing]
     if len(own_steps) >= MIN_STEPS and all(len(s) >= MIN_STEPS for s in stepped):
         sampler = _samples(summary)
@@ -130,8 +131,9 @@ def doubts(passes: list[PassRecord], results: list[PassResult],
                 f"the clean pass ({summary.overhead:.2f}x, interval "
                 f"{summary.overhead_low:.2f}-{summary.overhead_high:.2f}): that is "
                 "noise or different work, not a speed-up")
-    return found + _windows(passes) + _on_meta(passes) + _model_timing(results) + \
-        _children(results, in_process) + _target_profilers(passes)
+    return [*found, *layout_doubts.windows(passes), *layout_doubts.on_meta(passes),
+            *_model_timing(results), *_children(results, in_process),
+            *_target_profilers(passes)]
 
 
 def _target_profilers(passes: list[PassRecord]) -> list[str]:
@@ -148,34 +150,6 @@ def _target_profilers(passes: list[PassRecord]) -> list[str]:
                          f"{', '.join(map(str, numbers))}" for at, numbers in where.items())
         found.append(f"the target runs {tool} itself, at {said}: {MEANS[tool]}")
     return found
-
-
-def _on_meta(passes: list[PassRecord]) -> list[str]:
-    """One sentence on the passes that counted on the meta device (--count-on meta)."""
-    counted = [p for p in passes if p.ran_on == "meta"]
-    if not counted:
-        return []
-    numbers = ", ".join(f"{p.number} ({'+'.join(p.backends)})" for p in counted)
-    return [f"pass{'es' if len(counted) > 1 else ''} {numbers} counted on the meta device "
-            "(--count-on meta): nothing was computed, and operators dispatch as on no real "
-            "device, so per-operator names and attention's FLOPs can differ from a run on "
-            "the device (nn.MultiheadAttention: the math path's bmm, not the fused kernel)"]
-
-
-def _windows(passes: list[PassRecord]) -> list[str]:
-    """One sentence on the passes that ran a window of the target's steps: their totals
-    cover those steps only (per-step figures and per-call figures still compare)."""
-    windowed = [p for p in passes if p.window]
-    if not windowed:
-        return []
-    whole = max((p.steps or 0 for p in passes if not p.window), default=0)
-    numbers = ", ".join(str(p.number) for p in windowed)
-    steps = sorted({p.window for p in windowed})
-    of_whole = f" of the {whole} the timing pass ran" if whole else ""
-    return [f"pass{'es' if len(windowed) > 1 else ''} {numbers} ended the target after "
-            f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
-            "them whole): their totals (functions, operators, FLOPs, memory) cover those "
-            "steps; per-step and per-call figures compare"]
 
 
 def _model_timing(results: list[PassResult]) -> list[str]:

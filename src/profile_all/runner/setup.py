@@ -53,6 +53,10 @@ class Setup:
     cwd: str = field(default_factory=os.getcwd)
     #: the backends were named (not the defaults): each is run, even on a failing script
     named: bool = False
+    #: other passes run in windows of steps inside the clean timing pass's process, each
+    #: of `window_steps` steps (runner/inside/windows.py)
+    windows: bool = False
+    window_steps: int = 0
 
     @property
     def is_model(self) -> bool:
@@ -117,6 +121,24 @@ def _selection(target: ScriptTarget | ModelTarget, backend_names: list[str] | No
 #: the steps a profiled pass runs by default: a few warm-up steps, then enough for stable
 #: per-step figures (a median over 20 steps after 5 of warm-up)
 DEFAULT_PASS_STEPS = 25
+
+
+#: the steps of a pass run in a window inside the clean timing pass's process (the process
+#: is warm by then: a step to settle, then five for per-step figures; a sampler's window
+#: lasts until it has enough samples), and the clean steps that pass runs before the
+#: first window (step 1 holds the script's set-up)
+WINDOW_STEPS = 6
+WINDOWS_AFTER = 5
+
+
+def use_windows(setup: Setup, pass_steps: int | str | None, fresh_processes: bool) -> None:
+    """Whether the passes that can share a process run in windows of steps inside the clean
+    timing pass's, and of how many steps (`--pass-steps N` where given): a script's, one
+    process a rank; not under `--fresh-processes`, `--pass-steps all`, torchrun."""
+    setup.windows = (not setup.is_model and not fresh_processes
+                     and not setup.launch.distributed and setup.pass_steps is not None)
+    setup.window_steps = setup.pass_steps if pass_steps is not None and setup.pass_steps \
+        else WINDOW_STEPS
 
 
 #: the most timing passes a run may repeat (each runs the whole script)

@@ -40,6 +40,11 @@ class PassSpec:
     max_steps: int | None = None
     #: what marks the target's steps, as the timing pass found it ("" unknown or none)
     step_source: str = ""
+    #: the passes it hosts, each in a window of steps (runner/inside/windows.py): their
+    #: number, backends, steps and result_path (`{rank}` as above)
+    windows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the steps it runs clean before the first window
+    windows_after: int = 0
     rank: int = 0
     world_size: int = 1
 
@@ -96,6 +101,9 @@ class PassResult:
     step_times: list[float] = dataclasses.field(default_factory=list)
     #: the steps (numbered from 1) that held a torch.compile compilation
     compile_steps: list[int] = dataclasses.field(default_factory=list)
+    #: the steps (from 1) that overlap a window of steps of a pass it hosted (and held no
+    #: compilation): left out of its per-step figures too
+    window_steps: list[int] = dataclasses.field(default_factory=list)
     #: what torch.compile did (compile_watch.CompileWatch.facts), {} when nothing compiled
     compilation: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: the profilers the target ran itself (target_profilers.Use.to_dict each)
@@ -112,6 +120,10 @@ class PassResult:
     ran_on: str = ""
     #: what backends left for `collect_after`: {"backend": name, "later": Collected.later}
     later: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the pass whose process it ran in, in a window of steps (None: a process of its own),
+    #: and the host's step its window began with
+    host: int | None = None
+    window_from: int | None = None
 
     def to_json(self) -> bytes:
         """JSON; where a string is not UTF-8 text (a function of a script whose path is

@@ -108,6 +108,8 @@ class CudaPeaks:
 class Memory(Backend):
     name = "memory"
     kind = "sampler"
+    windowed = True
+    beside = True
     sees_children = True
     measures = ("resident memory over time, peak and increase per region (memory_profiler, "
                 "sampled from outside); CUDA peaks per region; line-by-line on request")
@@ -131,6 +133,15 @@ class Memory(Backend):
                     f"--memory-lines wants MODULE:FUNCTION (the script's own module is its "
                     f"file's stem), got {spec!r}")
 
+    @classmethod
+    def beside_with(cls, options: dict[str, Any]) -> bool:
+        """Not with --memory-lines: tracing a function's lines costs the target."""
+        return not options.get("lines")
+
+    def window_seconds(self) -> float:
+        """Fifty samples of the RSS."""
+        return 50 * float(self.options.get("interval", DEFAULT_INTERVAL))
+
     def start(self, ctx: PassContext) -> None:
         self._interval = float(self.options.get("interval", DEFAULT_INTERVAL))
         self._calls: dict[tuple[str, str], tuple[array, array]] = {}
@@ -145,6 +156,8 @@ class Memory(Backend):
             self._lines = LineMemory(parse_specs(self.options["lines"]), stem)
         self._path = _samples_path(ctx)
         self._started = time.time()
+        self._windows = ctx.windows  # others' windows of steps (perf_counter), as they end
+        self._epoch = self._started - time.perf_counter()
         # started by its file, not `-m`: it needs nothing of profile_all, whose package
         # imports would hold the target's start (60 ms)
         self._sampler = subprocess.Popen(
@@ -207,6 +220,7 @@ class Memory(Backend):
     def collect(self, ctx: PassContext) -> Collected:
         from profile_all.readers import mprofile
         from profile_all.readers.mprofile_rows import (
+            leave_out,
             region_bands,
             region_rows,
             run_rows,
@@ -214,6 +228,11 @@ class Memory(Backend):
         )
 
         profile = mprofile.read(self._path)
+        if self._windows:  # a profiler's own memory (torch.profiler's events) is not the
+            # script's: samples and region calls in others' windows of steps left out
+            # (mprofile.dat keeps every sample: the sampler's own file)
+            leave_out(profile, self._calls, [(start + self._epoch, end + self._epoch)
+                                             for start, end in self._windows])
         rows = run_rows(profile, self._started) + region_rows(profile, self._calls)
         if self._cuda:
             rows += [row("run", "run", "gpu_mem_peak", self._cuda.run_peak[0], stat="max",

@@ -24,7 +24,9 @@ from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
+from profile_all.runner.inside.backend_said import said_by
 from profile_all.runner.inside.steps import StepClock, StepLimit
+from profile_all.runner.inside.windows import Windows, window_result
 from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.target_profilers import ProfilerWatch
 from profile_all.targets import target_from_spec
@@ -158,6 +160,10 @@ class PassRun:
         self.compiles = CompileWatch()
         self.compiles.intervals = self.ctx.compiling
         self.profilers = ProfilerWatch()  # the profilers the target runs itself
+        #: the passes this one hosts in windows of steps, and their results once finished
+        self.windows = Windows(spec.windows, spec.windows_after, self.ctx, spec.options) \
+            if spec.windows else None
+        self.window_results: list[PassResult] = []
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -181,6 +187,8 @@ class PassRun:
         self.clock.found = lambda: [backend.step() for backend in hearing]
         if self.spec.step_source != "pa.step()":
             self.clock.found_source = self.spec.step_source
+        if self.windows is not None:
+            self.clock.on_mark = self.windows.mark
         self.clock.start()
         self._children_at_start = _children_cpu()
         self.target_started = perf_counter()
@@ -190,7 +198,7 @@ class PassRun:
         if self._result is not None:
             return self._result
         self.finishing = True
-        self._stop_all()
+        self._stop_all(outcome.status == "ok")
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows]
         compilation = self.compiles.facts(self.clock.started_at)
@@ -220,13 +228,20 @@ class PassRun:
             ran_on=getattr(self.target, "ran_on", ""),
             children={"cpu_time": self._children_during}, timeline=timeline,
             compilation=compilation, target_profilers=self.profilers.facts(), later=later,
-            **self.clock.facts(self.ctx.compiling))
+            **self.clock.facts(self.ctx.compiling, self.ctx.windows))
+        if self.windows is not None:
+            world = {"world_size": self.ctx.world_size, "runtime": self._result.runtime,
+                     "host": self.ctx.pass_index}
+            self.window_results = [window_result(window, asdict(outcome), world)
+                                   for window in self.windows.ran]
         return self._result
 
-    def _stop_all(self) -> None:
+    def _stop_all(self, ended_well: bool = True) -> None:
         """Regions closed, the step clock and the compile watch stopped, the steps the
         backends did not hear told them, and every started backend stopped (last first)."""
         regions.close_open()
+        if self.windows is not None:
+            self.windows.end(ended_well)
         regions.listen(())
         self.clock.stop()
         self.compiles.stop()
@@ -234,7 +249,8 @@ class PassRun:
         for backend in self.hearing if len(unheard) else ():
             backend.steps_found(unheard)
         # before backends stop: their own helper processes are not the target's
-        self._children_during = _children_cpu() - self._children_at_start
+        self._children_during = _children_cpu() - self._children_at_start - (
+            self.windows.helpers_cpu if self.windows is not None else 0.0)
         for backend in reversed(self.started):
             try:
                 backend.stop(self.ctx)
@@ -249,18 +265,3 @@ class PassRun:
     def run(self) -> PassResult:
         self.start()
         return self.finish(self.run_target())
-
-
-def said_by(backend: Any, collected: Any) -> list[dict[str, str]]:
-    """A backend's notes (once each) and losses, and a tracer that recorded nothing beyond
-    the run's totals, as the pass's failures."""
-    said = [{"backend": backend.name, "phase": "note", "error": note}
-            for note in dict.fromkeys(backend.notes)]
-    said += [{"backend": backend.name, "phase": "lost", "error": loss}
-             for loss in backend.losses]
-    if backend.kind == "tracer" and not backend.losses and all(
-            r[0] == "run" for r in collected.rows):
-        said.append({"backend": backend.name, "phase": "collect",
-                     "error": "recorded nothing beyond the run's totals (no function, "
-                              "operator, kernel or region): does the target run any of it?"})
-    return said

@@ -63,6 +63,9 @@ class StepClock:
         #: pa.step() to have): the pass's backends hear it as they hear pa.step()
         self.found: Any = None
         self.found_source = ""
+        #: called with (what marks the steps, their count) at each step's end, of the kind
+        #: that marks them so far (the windows a pass hosts begin and end there)
+        self.on_mark: Any = None
 
     def _limit(self, steps: int, source: str) -> None:
         if self.max_steps is not None and steps >= self.max_steps:
@@ -74,11 +77,16 @@ class StepClock:
         self._stop_module_steps()
         self._stop_backward_steps()
         self.marks.append(perf_counter())
+        self._marked("pa.step()", len(self.marks))
         self._limit(len(self.marks), "pa.step()")
 
     def _optimizer_step_starts(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
         self._stop_backward_steps()
+
+    def _marked(self, source: str, count: int) -> None:
+        if self.on_mark is not None:
+            self.on_mark(source, count)
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
@@ -86,6 +94,7 @@ class StepClock:
         if not self.marks:  # a script that marks its own steps is windowed by those
             if self.found_source == "optimizer.step()":
                 self.found()
+            self._marked("optimizer.step()", len(self.optimizer_marks))
             self._limit(len(self.optimizer_marks), "optimizer.step()")
 
     def _backward_ended(self) -> None:
@@ -96,6 +105,7 @@ class StepClock:
         if self.found_source in ("", "backward()"):
             if self.found_source:
                 self.found()
+            self._marked("backward()", len(self.backward_marks))
             self._limit(len(self.backward_marks), "backward()")
 
     def _wrap_backward(self, autograd: Any) -> None:
@@ -128,6 +138,7 @@ class StepClock:
             self.module_marks.append(perf_counter())
             if self.found_source == "outermost module call":
                 self.found()
+            self._marked("outermost module call", len(self.module_marks))
             self._limit(len(self.module_marks), "outermost module call")
 
     def _stop_module_steps(self) -> None:
@@ -189,17 +200,22 @@ class StepClock:
         marks, source = self._steps()
         return marks if source not in ("pa.step()", self.found_source) else array("d")
 
-    def facts(self, compiling: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+    def facts(self, compiling: Sequence[tuple[float, float]] = (),
+              windows: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
         """Steps seen, what marked them, the window the pass was ended at (None: it ran
         whole), the steps that held a compilation (`compiling`: its intervals), and the
         time of each step kept for per-step figures: not the first (from the target's
-        start, it holds the script's setup), nor those that compiled."""
+        start, it holds the script's setup), nor those that compiled, nor those that
+        overlap a window of another pass's backends (`windows`: their spans)."""
         marks, source = self._steps()
         spans = list(zip([self.started_at, *marks[:-1]], marks, strict=False))
         compiled = held_compilation(spans, compiling)
+        in_windows = [n for n in held_compilation(spans, windows) if n not in compiled]
+        apart = {*compiled, *in_windows}
         kept = [end - start for number, (start, end) in enumerate(spans, 1)
-                if number > 1 and number not in compiled]
+                if number > 1 and number not in apart]
         return {"steps": len(marks), "step_source": source,
                 "step_times": kept_samples(kept), "compile_steps": compiled,
+                "window_steps": in_windows,
                 "window": self.max_steps if self.limited else None}
 

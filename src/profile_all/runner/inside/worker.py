@@ -98,6 +98,14 @@ def _write_result(path: Path, result: PassResult) -> None:
         _real_os_exit(RESULT_UNWRITTEN)
 
 
+def _write_windows(spec: PassSpec, pass_run: PassRun) -> None:
+    """The results of the passes this one hosted in windows of steps, each to its own file
+    (after the host's: finish made them)."""
+    paths = {window["number"]: window["result_path"] for window in spec.windows}
+    for result in pass_run.window_results:
+        _write_result(Path(paths[result.number].replace("{rank}", str(spec.rank))), result)
+
+
 def _forget_wakeup_fd() -> None:
     with contextlib.suppress(ValueError):  # forked off another thread: nothing was set
         signal.set_wakeup_fd(-1)
@@ -125,6 +133,7 @@ def _watch_for_stuck_stop(pass_run: PassRun, result_path: Path) -> None:
                               f"terminated by {name} while blocked in native code",
                               perf_counter() - pass_run.target_started)
             _write_result(result_path, pass_run.finish(outcome))
+            _write_windows(pass_run.spec, pass_run)
             sys.stdout.flush()
             sys.stderr.flush()
             _real_os_exit(outcome.exit_code)
@@ -170,6 +179,7 @@ def main(argv: list[str]) -> int:
             outcome = Outcome("os_exit", code, f"os._exit({code})",
                               perf_counter() - pass_run.target_started)
             _write_result(result_path, pass_run.finish(outcome))
+            _write_windows(spec, pass_run)
             sys.stdout.flush()
             sys.stderr.flush()
         _real_os_exit(code)
@@ -192,6 +202,7 @@ def main(argv: list[str]) -> int:
                                  left_running=child_processes.end_escaped())
     os._exit = _real_os_exit
     _write_result(result_path, result)
+    _write_windows(spec, pass_run)
     return outcome.exit_code
 
 

@@ -1,0 +1,51 @@
+"""What the run's layout means for its figures, said in the run's doubts: passes that ran
+a window of the script's steps (in a process of their own, or inside the timing pass's),
+passes that counted on the meta device."""
+
+from __future__ import annotations
+
+from profile_all.pass_record import PassRecord
+
+
+def on_meta(passes: list[PassRecord]) -> list[str]:
+    """One sentence on the passes that counted on the meta device (--count-on meta)."""
+    counted = [p for p in passes if p.ran_on == "meta"]
+    if not counted:
+        return []
+    numbers = ", ".join(f"{p.number} ({'+'.join(p.backends)})" for p in counted)
+    return [f"pass{'es' if len(counted) > 1 else ''} {numbers} counted on the meta device "
+            "(--count-on meta): nothing was computed, and operators dispatch as on no real "
+            "device, so per-operator names and attention's FLOPs can differ from a run on "
+            "the device (nn.MultiheadAttention: the math path's bmm, not the fused kernel)"]
+
+
+def _hosted(passes: list[PassRecord]) -> list[str]:
+    """One sentence on the passes that ran in windows of steps inside another's process:
+    which steps each held, and what the host's figures hold of them."""
+    hosted = [p for p in passes if p.host is not None]
+    if not hosted:
+        return []
+    held = ", ".join(f"{p.number} ({'+'.join(p.backends)}) steps {p.window_from}-"
+                     f"{(p.window_from or 0) + (p.steps or 0) - 1}" for p in hosted)
+    host = hosted[0].host
+    return [f"the script ran once: pass{'es' if len(hosted) > 1 else ''} {held} ran in "
+            f"windows of steps inside pass {host}'s process; their totals (functions, "
+            f"operators, FLOPs, memory) cover those steps, per-step and per-call figures "
+            f"compare; pass {host}'s run time holds the windows, its per-step and region "
+            "figures leave them out"]
+
+
+def windows(passes: list[PassRecord]) -> list[str]:
+    """One sentence on the passes that ran a window of the target's steps: their totals
+    cover those steps only (per-step figures and per-call figures still compare)."""
+    windowed = [p for p in passes if p.window and p.host is None]
+    if not windowed:
+        return _hosted(passes)
+    whole = max((p.steps or 0 for p in passes if not p.window), default=0)
+    numbers = ", ".join(str(p.number) for p in windowed)
+    steps = sorted({p.window for p in windowed})
+    of_whole = f" of the {whole} the timing pass ran" if whole else ""
+    return [f"pass{'es' if len(windowed) > 1 else ''} {numbers} ended the target after "
+            f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
+            "them whole): their totals (functions, operators, FLOPs, memory) cover those "
+            "steps; per-step and per-call figures compare", *_hosted(passes)]

@@ -1,0 +1,130 @@
+"""The script runs once: the clean timing pass runs it whole and hosts each other pass in a
+window of its steps (runner/inside/windows.py); each figure of a window is its steps', the
+timing pass's leave the windows out, and what the script did is what it does bare."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import profile_all as pa
+from conftest import TARGETS, profile_all
+
+TARGET = TARGETS / "run_once.py"
+BACKENDS = ["-b", "wallclock", "-b", "memory", "-b", "cprofile", "-b", "torch-profiler",
+            "-b", "flop-counter"]
+#: forward and backward of the MLP a step, by hand: 2 x rows x in x out a Linear forward;
+#: backward twice that, but the first Linear's input gradient (the data needs none)
+FORWARD = 2 * 8 * 32 * 64 + 2 * 8 * 64 * 4
+BACKWARD = 2 * FORWARD - 2 * 8 * 32 * 64
+
+
+def _value(report: pa.Report, backend: str, scope: str, name: str, metric: str,
+           stat: str = "total") -> float:
+    frame = report.frame
+    picked = frame[(frame["backend"] == backend) & (frame["scope"] == scope)
+                   & (frame["name"] == name) & (frame["metric"] == metric)
+                   & (frame["stat"] == stat)]
+    return float(picked["value"].item())
+
+
+@pytest.fixture(scope="module")
+def once(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("once")
+    runs = folder / "runs.txt"
+    done = profile_all("run", TARGET, *BACKENDS, "-o", folder / "run", "--", runs)
+    assert done.returncode == 0, done.stderr[-3000:]
+    bare = subprocess.run([sys.executable, str(TARGET), folder / "bare.txt"],
+                          capture_output=True, text=True, check=True).stdout
+    return pa.load(folder / "run"), runs, done, bare
+
+
+def test_the_script_runs_once_and_prints_what_it_prints_bare(once):
+    report, runs, done, bare = once
+    assert runs.read_text() == "set-up\n"
+    assert done.stdout == bare  # three profilers' windows changed none of its results
+    assert report.meta.process_start == "fork"
+
+
+def test_each_pass_is_a_window_of_the_timing_pass_s_steps(once):
+    report = once[0]
+    host, *hosted = report.meta.passes
+    assert (host.backends, host.steps, host.host) == (["wallclock", "memory"], 40, None)
+    # after 5 clean steps, a window of 6, 3 clean steps (the first holds the window's stop)
+    assert [(p.backends, p.host, p.steps, p.window, p.window_from) for p in hosted] == [
+        (["cprofile"], 1, 6, 6, 6), (["torch-profiler"], 1, 6, 6, 15),
+        (["flop-counter"], 1, 6, 6, 24)]
+    assert host.window_steps == [6, 7, 8, 9, 10, 11, 12, 15, 16, 17, 18, 19, 20, 21,
+                                 24, 25, 26, 27, 28, 29, 30]
+    for summary in hosted:  # each measured against the clean steps, per step
+        assert summary.overhead_basis.startswith("per-step times"), summary
+        assert summary.logs == ["artifacts/pass1.stdout.log", "artifacts/pass1.stderr.log"]
+    said = [line for line in report.meta.doubts if line.startswith("the script ran once")]
+    assert said == [
+        "the script ran once: passes 2 (cprofile) steps 6-11, 3 (torch-profiler) steps 15-20, "
+        "4 (flop-counter) steps 24-29 ran in windows of steps inside pass 1's process; their "
+        "totals (functions, operators, FLOPs, memory) cover those steps, per-step and "
+        "per-call figures compare; pass 1's run time holds the windows, its per-step and "
+        "region figures leave them out"]
+
+
+def test_the_timing_pass_leaves_the_windows_out(once):
+    report = once[0]
+    host = report.meta.passes[0]
+    # every step and region call counted, per-step and per-call figures without the windows
+    assert _value(report, "wallclock", "step", "step", "calls") == 40
+    assert _value(report, "wallclock", "step", "step", "excluded_calls") == 1 + len(
+        host.window_steps)
+    assert _value(report, "wallclock", "region", "forward", "calls") == 40
+    assert _value(report, "wallclock", "region", "forward", "excluded_calls") == 18
+    samples = report.samples
+    regions = samples[(samples["backend"] == "wallclock") & (samples["name"] == "forward")]
+    assert len(regions) == 40 - 18
+
+
+def test_each_window_s_figures_are_its_steps(once):
+    report = once[0]
+    functions = report.functions().set_index("name")
+    batch = next(name for name in functions.index if name.endswith("(batch)"))
+    assert functions.loc[batch, "calls"] == 6  # cProfile: a call a step, 6 steps
+    assert _value(report, "torch-profiler", "step", "ProfilerStep", "calls") == 6
+    assert _value(report, "flop-counter", "step", "step", "calls") == 6
+    assert _value(report, "flop-counter", "step", "step", "flops", "mean") == FORWARD + BACKWARD
+    assert _value(report, "flop-counter", "run", "run", "flops") == 6 * (FORWARD + BACKWARD)
+
+
+def test_windows_count_the_script_s_own_steps_not_an_evaluation_s_calls(tmp_path):
+    """Ten model calls under no_grad before the first optimizer step looked like steps (an
+    inference loop's): windows begun on them count again on the optimizer's."""
+    runs = tmp_path / "runs.txt"
+    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
+                       tmp_path / "run", "--", runs, "30", "eval")
+    assert done.returncode == 0, done.stderr[-3000:]
+    host, window = pa.load(tmp_path / "run").meta.passes
+    assert (host.steps, host.step_source) == (30, "optimizer.step()")
+    assert (window.host, window.steps, window.window_from, window.step_source) == (
+        1, 6, 6, "optimizer.step()")
+    assert runs.read_text() == "set-up\n"
+
+
+def test_a_window_the_script_does_not_reach_runs_in_a_pass_of_its_own(tmp_path):
+    runs = tmp_path / "runs.txt"
+    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-b",
+                       "flop-counter", "-o", tmp_path / "run", "--", runs, "12")
+    assert done.returncode == 0, done.stderr[-3000:]
+    passes = pa.load(tmp_path / "run").meta.passes
+    assert [(p.backends, p.host, p.steps) for p in passes] == [
+        (["wallclock"], None, 12), (["cprofile"], 1, 6), (["flop-counter"], None, 12)]
+    assert runs.read_text() == "set-up\n" * 2  # the flop-counter's pass ran it again
+
+
+def test_separate_passes_run_the_script_in_each(tmp_path):
+    runs = tmp_path / "runs.txt"
+    done = profile_all("run", "--separate-passes", TARGET, "-b", "wallclock", "-b",
+                       "cprofile", "-o", tmp_path / "run", "--", runs, "12")
+    assert done.returncode == 0, done.stderr[-3000:]
+    passes = pa.load(tmp_path / "run").meta.passes
+    assert [(p.host, p.steps) for p in passes] == [(None, 12), (None, 12)]
+    assert runs.read_text() == "set-up\n" * 2
