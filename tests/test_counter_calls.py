@@ -335,6 +335,9 @@ def test_a_model_called_with_keywords_is_counted_by_every_counter(tmp_path):
     assert (table["forward_flops"] == 2 * 3 * 8 * 4).all(), table
     said = [failure["error"] for p in report.meta.passes for failure in p.backend_failures]
     assert not any("could not count" in text for text in said), said
+    # its calls grouped by the shapes of the tensors it was given by keyword
+    assert report.call_groups()[["mode", "shapes", "calls"]].values.tolist() == [
+        ["no_grad", "3x8", 2]]
 
 
 class Conv1D(nn.Module):

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from profile_all.backends.roots import output_elements, tensors_in
+from profile_all.backends.roots import keywords_of_call, output_elements, tensors_in
 from profile_all.rows import row
 
 
@@ -44,8 +44,10 @@ class ModelCalls:
         grad = torch.is_grad_enabled()
         self.calls += 1
         self.without_grad += not grad
+        # a model called with keywords (HF's `model(input_ids=x, labels=y)`): theirs too
+        called = [args, *keywords_of_call(module).values()]
         shapes = " ".join("x".join(map(str, t.shape)) or "scalar"
-                          for t in tensors_in(args)[:4])
+                          for t in tensors_in(called)[:4])
         before = self.per_module()
         self._open = (module, name, f"{'grad' if grad else 'no_grad'} {shapes}".strip(),
                       self.flops(), before[0], dict(self.module_calls()))

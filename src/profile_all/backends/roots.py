@@ -60,7 +60,7 @@ class RootModules:
             name = self.names[id(module)] = self.names[id(original)] = self._name(original)
             self._busy = True
             try:
-                self.on_first_call(name, original, args, _keywords_of_call(module))
+                self.on_first_call(name, original, args, keywords_of_call(module))
             except Exception as error:  # counting must never break the target
                 self.notes.append(f"could not count {name}: {type(error).__name__}: {error}")
             finally:
@@ -72,7 +72,7 @@ class RootModules:
             self._depth = max(0, self._depth - 1)
 
 
-def _keywords_of_call(module: Any) -> dict[str, Any]:
+def keywords_of_call(module: Any) -> dict[str, Any]:
     """The keyword arguments of `module`'s call that a global forward pre-hook is inside:
     torch hands such a hook the positional ones only, and a model called with keywords
     (HuggingFace's `model(input_ids=x, labels=y)`) could not be counted ('You have to
