@@ -379,3 +379,62 @@ def test_a_module_a_counter_counts_nothing_in_is_not_counted_beside_a_root_of_it
     projections = 2 * 2 * 16 * 32 * 96 + 2 * 2 * 16 * 32 * 32  # by hand
     assert table.loc["thop", "cause"].startswith(
         f"not counted: Conv1D: {-projections:+,.0f} FLOP per call")
+
+
+def test_backward_flops_stay_with_the_modules_that_did_them(tmp_path):
+    """torch's ModuleTracker keeps a module among the parents as a set. A module that
+    returns its input (Dropout(p=0) in a residual block) was left before it was entered in
+    the backward, and kept every later backward FLOP (nanoGPT's last dropout showed the
+    whole model's); an LSTMCell unrolled over time was left at its first step's end, and
+    its backward was counted nowhere (12 k FLOP a call of 4 M)."""
+    report = _run_in_process(tmp_path, """
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.drop = nn.Linear(32, 32), nn.Dropout(0.0)
+
+            def forward(self, x):
+                return x + self.drop(self.fc(x))
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList(Block() for _ in range(3))
+                self.cell, self.out = nn.LSTMCell(32, 16), nn.Linear(16, 1)
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                h = c = torch.zeros(8, 16)
+                outs = []
+                for step in range(10):
+                    h, c = self.cell(x, (h, c))
+                    outs.append(self.out(h))
+                return torch.cat(outs, 1)
+
+        model = Model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            loss = model(torch.randn(8, 32)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """, backends=["flop-counter"])
+    modules = report.modules().set_index("module")
+    backward = modules["flop-counter backward"]
+    linear = 2 * 8 * 32 * 32  # a block's Linear: its weight's gradient, and its input's
+    assert [backward[f"Model.blocks.{i}.drop"] for i in range(3)] == [0, 0, 0]
+    assert [backward[f"Model.blocks.{i}.fc"] for i in range(3)] == [linear, 2 * linear,
+                                                                    2 * linear]
+    # per cell call, by hand: its weights' gradients (input 32, hidden 16, 4 gates of 16),
+    # the input's (every call: x comes from the blocks), the hidden state's (9 calls of
+    # 10: the first's is zeros); measured a little above it: the output layer's backward
+    # of step t runs while step t+1's cell is still open (2 x 8 x 16 a call)
+    gates = 4 * 16
+    cell = (2 * 8 * gates * (32 + 16) + 2 * 8 * gates * 32 + 9 / 10 * 2 * 8 * gates * 16)
+    assert cell <= backward["Model.cell"] <= 1.02 * cell
+    assert modules.loc["Model", "flop-counter backward"] == pytest.approx(
+        linear * 5 + 10 * cell + 10 * 2 * 2 * 8 * 16, rel=1e-9)
