@@ -54,6 +54,25 @@ def test_a_speedscope_file_of_another_machine_is_read(tmp_path):
     assert table.loc["/nowhere/job.py:1(<module>)", "share"] == pytest.approx(1.0)
 
 
+def test_shares_are_of_every_thread_s_samples(tmp_path):
+    """A DataLoader's feeder thread sampled beside the main one (60 and 40 samples): each
+    share is of the process's 100 samples, not of the main thread's root (the feeder's
+    wait showed 66.7%, and the shares added up to more than the whole)."""
+    feeder = [{"name": "wait", "file": "/lib/python3.11/threading.py", "line": 295}]
+    stacks = [[0, 1]] * 60
+    path = tmp_path / "two.speedscope.json"
+    _write(path, _file(FRAMES + feeder, [
+        _sampled(stacks, [0.01] * 60),
+        _sampled([[4]] * 40, [0.01] * 40, name='Thread 8 "QueueFeederThread"')]))
+    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    table = pa.load(tmp_path / "run").sampled_functions().set_index("name")
+    assert table.loc["/nowhere/job.py:1(<module>)", "share"] == pytest.approx(0.6)
+    assert table["share"].max() <= 1
+    waits = [name for name in table.index if name.endswith("(wait)")]
+    assert table.loc[waits[0], "share"] == pytest.approx(0.4)
+
+
 @pytest.mark.parametrize("document, said", [
     (_file(FRAMES, [{"type": "evented", "name": "x", "unit": "seconds", "startValue": 0,
                      "endValue": 1, "events": []}]),

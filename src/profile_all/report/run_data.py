@@ -135,7 +135,7 @@ class RunData(FrameViews):
         """A row per function and process a sampling profiler (py-spy) saw: samples, time
         estimated from them with its 95% error, share (report.sampling)."""
         table = self.once("sampled", lambda: sampling.sampled_functions(
-            self.scoped("function", "run"), self.facts))
+            self.scoped("function", "run", "thread"), self.facts))
         return table.head(top) if top else table
 
     def traced_vs_sampled(self) -> pd.DataFrame:

@@ -69,7 +69,7 @@ def _interval(frame: pd.DataFrame, backend: str) -> float:
 def sampled_functions(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFrame:
     """A row per function and process a sampling backend saw (the first of them), most
     self time first: its samples, its time estimated from them with a 95% error, and its
-    share of the samples of its process (cumulative)."""
+    share of the samples of its process, all its threads' (cumulative)."""
     backends = sampled_backends(facts)
     rows = frame[(frame["scope"] == "function") & frame["backend"].isin(backends[:1])]
     if rows.empty:
@@ -80,11 +80,26 @@ def sampled_functions(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFr
     table = table.rename(columns={"parent": "process"}).reindex(columns=SAMPLED_COLUMNS)
     interval = _interval(frame, backends[0])
     table["self_error"] = Z95 * table["self_samples"].pow(0.5) * interval
-    totals = table.groupby("process")["samples"].transform("max")
+    totals = table.groupby("process")["samples"].transform("max").combine(
+        table["process"].map(_process_samples(frame, backends[0])).fillna(0), max)
     table["share"] = table["samples"] / totals
     table["share_error"] = share_error(table["share"], totals)
     return table.sort_values(["self_time", "self_samples"], ascending=False,
                              ignore_index=True)
+
+
+def _process_samples(frame: pd.DataFrame, backend: str) -> dict[str, float]:
+    """Each process's samples, over all its threads (thread rows `process PID NAME`, the
+    sampled process's without a prefix): a share is of them, not of one thread's root (a
+    DataLoader's feeder thread, sampled beside the main one, made shares over 100%)."""
+    threads = frame[(frame["backend"] == backend) & (frame["scope"] == "thread")
+                    & (frame["metric"] == "samples")]
+    totals: dict[str, float] = {}
+    for label, samples in zip(threads["name"], threads["value"], strict=True):
+        words = str(label).split(" ")
+        process = " ".join(words[:2]) if words[0] == "process" and len(words) > 2 else ""
+        totals[process] = totals.get(process, 0.0) + float(samples)
+    return totals
 
 
 def traced_vs_sampled(frame: pd.DataFrame, facts: dict[str, Facts]) -> pd.DataFrame:
