@@ -133,8 +133,9 @@ def start_up(report: RunData) -> list[Finding]:
     if share < IMPORTS_WORTH_SAYING:
         return []
     return [Finding(
-        "start-up", f"start-up: importing took {fmt.seconds(seconds)}, {fmt.share(share)} of "
-        "the run (left out of where the steps' time goes)", weight=share * 0.2, share=share,
+        "start-up", f"start-up: importing took {fmt.seconds(seconds)} under {backend}, "
+        f"{fmt.share(share)} of the {fmt.seconds(run)} it profiled (left out of where the "
+        "steps' time goes)", weight=share * 0.2, share=share,
         amount=seconds, unit="s",
         evidence=f"{backend} functions: the import machinery's (_find_and_load) cumulative "
                  f"time of the {fmt.seconds(run)} it profiled",
