@@ -189,3 +189,17 @@ def test_a_script_that_fails_before_its_first_step_is_run_once(tmp_path):
     assert named.returncode == 1, named.stderr
     assert [p.backends for p in pa.load(tmp_path / "named").meta.passes] == [
         ["wallclock"], ["cprofile"]]
+
+
+def test_a_long_pass_says_what_it_is_doing(tmp_path):
+    """A torch.profiler trace of millions of events took minutes to write and read, with
+    nothing said between `started` and `ok`: every few seconds (here every half second),
+    what the pass is doing now."""
+    script = tmp_path / "slow.py"
+    script.write_text("import time\ntime.sleep(2)\n")
+    done = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run",
+                       env={"PROFILE_ALL_HEARTBEAT_SECONDS": "0.5"})
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "so far" in line]
+    assert said and said[0].startswith("pass 1/1: wallclock, ")
+    assert said[0].endswith(" so far: running the script"), said

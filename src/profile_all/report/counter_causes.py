@@ -149,6 +149,13 @@ def explain_forward(counter: str, root: str, ref: pd.DataFrame, other: pd.DataFr
             found = causes.setdefault(cause, [0.0, []])
             found[0] += d
             found[1].append(name)
+    return _said(causes, root, ref, other)
+
+
+def _said(causes: dict[str, list[Any]], root: str, ref: pd.DataFrame,
+          other: pd.DataFrame) -> list[str]:
+    """Each cause with its FLOPs per call, the largest first, and what they leave of the
+    root's gap, unexplained."""
     gap = (other.at[root, "forward_flops"] / other.at[root, "calls"]
            - ref.at[root, "forward_flops"] / ref.at[root, "calls"])
     base = ref.at[root, "forward_flops"] / ref.at[root, "calls"]

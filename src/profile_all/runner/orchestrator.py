@@ -19,6 +19,7 @@ from profile_all import validate
 from profile_all.runner import (
     child_processes,
     early_server,
+    heartbeat,
     outcome,
     pass_process,
     pass_specs,
@@ -157,16 +158,27 @@ def _lost_server(said: str, fresh_from: int) -> str:
             "importing torch")
 
 
+def _teller(setup: Setup, run_pass: Pass, count: int) -> Callable[[float, str], None] | None:
+    """What tells the observer, while a pass takes long, what it is doing (an observer
+    without `pass_running` is told nothing)."""
+    running = getattr(setup.observer, "pass_running", None)
+    if running is None:
+        return None
+    return lambda seconds, doing: running(run_pass, count, seconds, doing)
+
+
 def _in_process_of_its_own(setup: Setup, pass_spec: PassSpec, run_dir: RunDirectory,
                            stops: child_processes.StopRequests,
                            starter: server_handle.ForkServer | PrestartedWorker | None,
-                           ran: Ran) -> pass_process.Ended:
+                           ran: Ran, tell: Callable[[float, str], None] | None = None
+                           ) -> pass_process.Ended:
     """The pass in a process of its own, forked from `starter` or a fresh interpreter;
     a pass that cannot start (the run folder's disk is full) has measured nothing."""
     try:
         return pass_process.run(pass_spec, run_dir, setup.timeout, setup.launch, stops,
                                 starter, echo=setup.show_output == "all"
-                                or (setup.show_output == "first" and not ran.summaries))
+                                or (setup.show_output == "first" and not ran.summaries),
+                                tell=tell)
     except server_handle.ServerLost:
         raise
     except OSError as error:
@@ -184,6 +196,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         if setup.observer:
             setup.observer.pass_started(run_pass, len(passes))
         pass_spec = pass_specs.spec(setup, run_pass, run_dir, ran, passes)
+        tell = _teller(setup, run_pass, len(passes))
         started = perf_counter()
         if run_pass.index in ran.hosted:
             ended = pass_process.Ended("exited", ran.hosted.pop(run_pass.index), [])
@@ -192,11 +205,13 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             if _fresh(setup, run_pass):
                 starter, early = early, None  # started early for the first fresh pass only
             try:
-                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, starter, ran)
+                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, starter, ran,
+                                               tell)
             except server_handle.ServerLost as lost:
                 server, ran.fresh_from = None, run_pass.index
                 ran.notes.append(_lost_server(str(lost), run_pass.index))
-                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran)
+                ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran,
+                                               tell)
             ran.hosted.update(pass_process.window_results(pass_spec))
         else:
             ended = _in_this_process(setup, pass_spec, ran)
@@ -204,7 +219,9 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             ran.notes.append(_lost_server(f"the fork server was {server.gone()} as pass "
                                           f"{run_pass.index} ran", run_pass.index + 1))
             server, ran.fresh_from = None, run_pass.index + 1
-        summary = _recorded(setup, run_pass, pass_spec, ended, perf_counter() - started, ran)
+        with heartbeat.beating(tell, doing="reading what its backends wrote (a trace)"):
+            summary = _recorded(setup, run_pass, pass_spec, ended, perf_counter() - started,
+                                ran)
         if setup.observer:
             setup.observer.pass_ended(run_pass, len(passes), summary)
         if _run_ends(setup, run_pass, summary, len(passes), stops, ran):

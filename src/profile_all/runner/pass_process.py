@@ -14,12 +14,13 @@ import dataclasses
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from profile_all import backends
-from profile_all.runner import child_processes, server_handle, spec
+from profile_all.runner import child_processes, heartbeat, server_handle, spec
 from profile_all.runner.inside.backend_said import said_by
 from profile_all.runner.launch import Launch
 from profile_all.runner.prestarted import PrestartedWorker
@@ -72,11 +73,12 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
         stops: child_processes.StopRequests,
-        server: server_handle.ForkServer | PrestartedWorker | None, echo: bool = True) -> Ended:
+        server: server_handle.ForkServer | PrestartedWorker | None, echo: bool = True,
+        tell: Callable[[float, str], None] | None = None) -> Ended:
     """Run one pass in a worker (a worker per rank under torchrun), forked from the fork
     `server`, or a fresh interpreter (`server` None, or one started early); its output to
-    the pass logs, and to ours with `echo`. A rank that died without a result gets what its
-    backends journaled."""
+    the pass logs, and to ours with `echo`; `tell`ing what it does while it takes long. A
+    rank that died without a result gets what its backends journaled."""
     number = pass_spec.number
     spec_path = run_dir.scratch / f"pass{number}.spec.json"
     spec_path.write_bytes(pass_spec.to_json())
@@ -93,7 +95,8 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
         tee.start()
     how = "exited"
     try:
-        with stops.waiting():
+        with stops.waiting(), heartbeat.beating(tell, heartbeat.doing_file(run_dir.scratch,
+                                                                           number)):
             pass_process.wait(timeout)
     except subprocess.TimeoutExpired:
         how = "timeout"

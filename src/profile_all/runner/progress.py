@@ -43,6 +43,15 @@ class PassProgress:
         self._progress.start()
         self._progress.add_task(f"pass {run_pass.index}/{count}: {run_pass.label}", total=None)
 
+    def pass_running(self, run_pass: Pass, count: int, seconds: float, doing: str) -> None:
+        """Said every few seconds while a pass takes long: what it is doing now."""
+        said = f"pass {run_pass.index}/{count}: {run_pass.label}, {fmt.seconds(seconds)} so far"
+        said += f": {doing}" if doing else ""
+        if self._progress is not None and self._progress.tasks:
+            self._progress.update(self._progress.tasks[0].id, description=said)
+        else:
+            self.console.print(said, highlight=False)
+
     def pass_ended(self, run_pass: Pass, count: int, summary: PassRecord) -> None:
         if self._progress:
             self._progress.stop()

@@ -24,6 +24,7 @@ from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
+from profile_all.runner import heartbeat
 from profile_all.runner.inside.backend_said import said_by
 from profile_all.runner.inside.steps import StepClock, StepLimit
 from profile_all.runner.inside.windows import Windows, window_result
@@ -164,6 +165,7 @@ class PassRun:
         self.windows = Windows(spec.windows, spec.windows_after, self.ctx, spec.options) \
             if spec.windows else None
         self.window_results: list[PassResult] = []
+        self._doing = heartbeat.doing_file(spec.scratch_dir, spec.number)
 
     def _guard(self, backend: str, phase: str, error: Exception) -> None:
         self.failures.append({"backend": backend, "phase": phase,
@@ -191,6 +193,7 @@ class PassRun:
             self.clock.on_mark = self.windows.mark
         self.clock.start()
         self._children_at_start = _children_cpu()
+        heartbeat.say(self._doing, "running the script")
         self.target_started = perf_counter()
 
     def finish(self, outcome: Outcome) -> PassResult:
@@ -208,6 +211,7 @@ class PassRun:
         artifacts: list[dict[str, str]] = []
         later: list[dict[str, Any]] = []
         for backend in self.started:
+            heartbeat.say(self._doing, f"collecting {backend.name}'s rows")
             try:
                 collected = backend.collect(self.ctx)
             except Exception as error:
@@ -232,8 +236,10 @@ class PassRun:
         if self.windows is not None:
             world = {"world_size": self.ctx.world_size, "runtime": self._result.runtime,
                      "host": self.ctx.pass_index}
-            self.window_results = [window_result(window, asdict(outcome), world)
-                                   for window in self.windows.ran]
+            for window in self.windows.ran:
+                heartbeat.say(self._doing, f"collecting the rows of pass "
+                                           f"{window.spec['number']}'s window")
+                self.window_results.append(window_result(window, asdict(outcome), world))
         return self._result
 
     def _stop_all(self, ended_well: bool = True) -> None:
