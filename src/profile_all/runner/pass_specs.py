@@ -23,8 +23,10 @@ def _window(setup: Setup, run_pass: Pass, timed_steps: int | None) -> int | None
     window = None if run_pass.timing or (
         timed_steps is not None and setup.pass_steps is not None
         and timed_steps <= setup.pass_steps) else setup.pass_steps
-    return min((limit for limit in (setup.max_steps, window) if limit is not None),
-               default=None)
+    # a backend whose analysis grows with every step's events holds its pass to fewer
+    most = [backends.load(name).most_steps for name in run_pass.backends]
+    limits = (setup.max_steps, window, *(None if run_pass.timing else m for m in most))
+    return min((limit for limit in limits if limit is not None), default=None)
 
 
 def _mode(setup: Setup, run_pass: Pass) -> str:
@@ -52,6 +54,10 @@ def spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran,
           passes: list[Pass]) -> PassSpec:
     timed = [s for s in ran.summaries if s.timing and s.step_source]
     windows = hosted_windows(passes, run_pass, setup.window_steps, run_dir.scratch)
+    for window in windows:  # at most the steps a backend's analysis takes (torch-memory)
+        window["steps"] = min([window["steps"], *(
+            most for name in window["backends"]
+            if (most := backends.load(name).most_steps) is not None)])
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
         mode=_mode(setup, run_pass), target=setup.target.to_spec(),

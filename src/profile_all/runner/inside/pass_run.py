@@ -201,6 +201,7 @@ class PassRun:
         if self._result is not None:
             return self._result
         self.finishing = True
+        heartbeat.say(self._doing, "stopping its backends (a profiler processes its events)")
         self._stop_all(outcome.status == "ok")
         prefix = (self.ctx.pass_index, self.ctx.rank)
         rows = [[BENCHMARK, *prefix, *measured] for measured in self.target_rows]
