@@ -203,3 +203,31 @@ def test_a_long_pass_says_what_it_is_doing(tmp_path):
     said = [line for line in done.stderr.splitlines() if "so far" in line]
     assert said and said[0].startswith("pass 1/1: wallclock, ")
     assert said[0].endswith(" so far: running the script"), said
+
+
+KILLED_UNDER_A_PROFILER = """import os, signal, sys
+import profile_all as pa
+for step in range(6):
+    sum(range(10000))
+    pa.step()
+if sys.getprofile() is not None:  # cProfile's pass: as the out-of-memory killer would
+    os.kill(os.getpid(), signal.SIGKILL)
+print("done", flush=True)
+"""
+
+
+def test_a_profiler_s_pass_killed_after_the_script_ended_well_is_no_failure_of_it(tmp_path):
+    """time_sequence_prediction's torch.profiler pass grew to 13.6 GiB and the kernel killed
+    it; the script had ended well in the clean timing pass, yet the run said `failed, exit
+    code 137` and 'the script stopped ... fix it, and run again'."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_UNDER_A_PROFILER)
+    done = profile_all("run", "--separate-passes", script, *BACKENDS, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    report = pa.load(tmp_path / "run")
+    assert (report.meta.status, report.meta.exit_code) == ("partial", 0)
+    assert [p.status for p in report.meta.passes] == ["ok", "killed"]
+    first = report.findings().iloc[0]
+    assert first["finding"].startswith("pass 2 (cprofile) was killed by SIGKILL")
+    assert "where the script ended well in the clean timing pass" in first["finding"]
+    assert not report.findings()["finding"].str.startswith("the script stopped").any()

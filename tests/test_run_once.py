@@ -118,6 +118,9 @@ def test_a_window_the_script_does_not_reach_runs_in_a_pass_of_its_own(tmp_path):
     assert [(p.backends, p.host, p.steps) for p in passes] == [
         (["wallclock"], None, 12), (["cprofile"], 1, 6), (["flop-counter"], None, 12)]
     assert runs.read_text() == "set-up\n" * 2  # the flop-counter's pass ran it again
+    assert "pass 3 ran the script again, in a process of its own: the 12 steps the " \
+        "script has left no room for its window" in " ".join(
+            pa.load(tmp_path / "run").meta.doubts)
 
 
 def test_separate_passes_run_the_script_in_each(tmp_path):

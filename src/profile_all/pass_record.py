@@ -111,6 +111,13 @@ class PassRecord:
     #: what meta.json holds of the pass that this profile-all does not know, kept
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def killed_after_the_script(self, passes: list[PassRecord]) -> bool:
+        """A profiler's pass killed (SIGKILL: the out-of-memory killer, most often) where
+        the clean timing pass ran the script to a good end: the profiler's cost, not the
+        script's failure."""
+        return (self.status == "killed" and not self.timing
+                and any(p.timing and p.ended_well for p in passes))
+
     @property
     def ended_well(self) -> bool:
         """The target ended well (a backend may have lost data: partial)."""

@@ -107,7 +107,11 @@ SECTIONS = (
                  "thop and flops-profiler count a model's first call; the exact counter "
                  "every call, or where a model's calls differ in shape or grad mode those "
                  "the counters table stands for (Report.call_groups())."),
-    Section("summary", "Run, steps and regions", tables.summary_table, long=True),
+    Section("summary", "Run, steps and regions", tables.summary_table, long=True,
+            note="Calls and total count every call; mean, median, p90 and std leave out "
+                 "step 1 (it holds the set-up), the steps that held a compilation and the "
+                 "steps and region calls inside other passes' windows (`excluded_calls` "
+                 "in the rows)."),
     Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
             tables.compilation_table,
             note="From torch's own records in the clean timing pass; the steps that held a "

@@ -49,3 +49,20 @@ def windows(passes: list[PassRecord]) -> list[str]:
             f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
             "them whole): their totals (functions, operators, FLOPs, memory) cover those "
             "steps; per-step and per-call figures compare", *_hosted(passes)]
+
+
+def again(numbers: list[int], passes: list[PassRecord]) -> list[str]:
+    """The passes planned in windows of the timing pass's steps that ran the script again,
+    each in a process of its own (its side effects, a checkpoint or a plot, again), and why:
+    the script's steps left no room for their windows."""
+    if not numbers:
+        return []
+    steps = next((p.steps for p in passes if p.timing and p.steps is not None), 0)
+    which = ", ".join(str(number) for number in numbers)
+    plural = len(numbers) > 1
+    return [f"pass{'es' if plural else ''} {which} ran the script again, "
+            f"{'each ' if plural else ''}in a process of {'their' if plural else 'its'} "
+            f"own: the {steps} step"
+            f"{'' if steps == 1 else 's'} the script has left no room for "
+            f"{'their windows' if plural else 'its window'} in the clean timing pass's "
+            "process (5 clean steps, then a window of 6 a pass, 3 clean steps between)"]

@@ -20,6 +20,7 @@ from profile_all.runner import (
     child_processes,
     early_server,
     heartbeat,
+    layout_doubts,
     outcome,
     pass_process,
     pass_specs,
@@ -201,6 +202,8 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
         if run_pass.index in ran.hosted:
             ended = pass_process.Ended("exited", ran.hosted.pop(run_pass.index), [])
         elif setup.isolate:
+            if run_pass.host is not None:
+                ran.again.append(run_pass.index)
             starter = server
             if _fresh(setup, run_pass):
                 starter, early = early, None  # started early for the first fresh pass only
@@ -226,6 +229,7 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
             setup.observer.pass_ended(run_pass, len(passes), summary)
         if _run_ends(setup, run_pass, summary, len(passes), stops, ran):
             break
+    ran.notes += layout_doubts.again(ran.again, ran.summaries)
     return ran
 
 

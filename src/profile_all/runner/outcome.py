@@ -134,12 +134,16 @@ def step_times(results: list[PassResult]) -> list[float]:
 def run_ending(summaries: list[PassRecord], status: str,
                stop_signal: int | None) -> tuple[str, int]:
     """(the run's status, its exit code): the first failing pass's exit code; `partial`
-    when a pass lost data; `interrupted` when profile-all was asked to stop."""
-    failed = [s for s in summaries if s.exit_code != 0]
+    when a pass lost data, a profiler's pass killed after the script ended well in the
+    clean timing pass among them (its memory: no failure of the script's);
+    `interrupted` when profile-all was asked to stop."""
+    failed = [s for s in summaries if s.exit_code != 0
+              and not s.killed_after_the_script(summaries)]
     exit_code = failed[0].exit_code if failed else 0
     if failed and status == "complete":
         status = "failed"
-    elif status == "complete" and any(s.status == "partial" for s in summaries):
+    elif status == "complete" and any(s.status == "partial" or s.exit_code != 0
+                                      for s in summaries):
         status = "partial"
     if stop_signal is not None:  # asked to stop: a pass was cut short, or none started
         status = "interrupted"
@@ -164,3 +168,5 @@ class Ran:
     #: the results of passes that ran in windows of steps inside another's process, by
     #: pass number, until their turn in the run comes
     hosted: dict[int, list[PassResult]] = field(default_factory=dict)
+    #: passes planned in windows of the timing pass's steps that ran the script again
+    again: list[int] = field(default_factory=list)

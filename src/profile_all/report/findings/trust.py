@@ -11,6 +11,7 @@ from profile_all import units as fmt
 from profile_all.report.findings.finding import Finding
 
 if TYPE_CHECKING:
+    from profile_all.pass_record import PassRecord
     from profile_all.report.run_data import RunData
 
 #: a rank this much slower than the median rank (share of the median) is a straggler
@@ -25,9 +26,11 @@ def ended_badly(report: RunData) -> list[Finding]:
     """The target's own failure, first: every figure covers the run only up to it, and the
     hot spots of a script that failed at its start say nothing of the script."""
     passes = report.meta.passes
-    failed = [p for p in passes if not p.ended_well and p.error]
+    lost = [_profiler_killed(p) for p in passes if p.killed_after_the_script(passes)]
+    failed = [p for p in passes if not p.ended_well and p.error
+              and not p.killed_after_the_script(passes)]
     if not failed:
-        return []
+        return lost
     first = failed[0]
     numbers = ", ".join(str(p.number) for p in failed)
     where = "every pass" if len(failed) == len(passes) > 1 else \
@@ -36,22 +39,44 @@ def ended_badly(report: RunData) -> list[Finding]:
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
     logs = f"; its stderr is in {first.logs[-1]}" if first.logs else ""
     evidence = f"pass {first.number}: {first.status}{after}{logs}"
-    if first.status == "interrupted" and report.meta.target.get("kind") == "process":
-        return [Finding("failure", f"the attach was stopped: {first.error}",
-                        weight=math.inf, evidence=evidence,
-                        suggestion="the figures cover the process up to the stop; the "
-                                   "process itself went on")]
-    if first.status == "interrupted":  # profile-all was stopped, not the script
-        return [Finding("failure", f"the run was stopped in pass {first.number}: "
-                        f"{first.error}", weight=math.inf, evidence=evidence,
-                        suggestion="the figures cover the script up to the stop; passes "
-                                   "after it did not run: run again to measure it whole")]
-    return [Finding(
+    stopped = _stopped(report, first, evidence)
+    if stopped is not None:
+        return [stopped]
+    return [*lost, Finding(
         "failure", f"the script stopped with exit code {first.exit_code} in {where}: "
         f"{first.error}", weight=math.inf, evidence=evidence,  # before any other
         suggestion="the figures cover the script up to there: "
                    + ("a longer --timeout, or --max-steps N to end it sooner"
                       if first.status == "timeout" else "fix it, and run again"))]
+
+
+def _stopped(report: RunData, first: PassRecord, evidence: str) -> Finding | None:
+    """profile-all (or an attach) stopped, not the script: said as such."""
+    if first.status == "interrupted" and report.meta.target.get("kind") == "process":
+        return Finding("failure", f"the attach was stopped: {first.error}",
+                       weight=math.inf, evidence=evidence,
+                       suggestion="the figures cover the process up to the stop; the "
+                                  "process itself went on")
+    if first.status == "interrupted":  # profile-all was stopped, not the script
+        return Finding("failure", f"the run was stopped in pass {first.number}: "
+                       f"{first.error}", weight=math.inf, evidence=evidence,
+                       suggestion="the figures cover the script up to the stop; passes "
+                                  "after it did not run: run again to measure it whole")
+    return None
+
+
+def _profiler_killed(summary: PassRecord) -> Finding:
+    """A profiler's pass killed where the script ended well in the clean timing pass."""
+    backends = "+".join(summary.backends)
+    return Finding(
+        "trust", f"pass {summary.number} ({backends}) was {summary.error}, where the script "
+        "ended well in the clean timing pass: the profiler's own cost (torch.profiler's "
+        "events of a whole long script, say), not the script's failure; its figures are "
+        "lost, the other passes' stand", weight=0.9,
+        evidence=f"pass {summary.number}: killed"
+                 + (f"; its stderr is in {summary.logs[-1]}" if summary.logs else ""),
+        suggestion=f"fewer steps for it (--pass-steps N, --max-steps N), or leave "
+                   f"{backends} out")
 
 
 def doubts(report: RunData) -> list[Finding]:

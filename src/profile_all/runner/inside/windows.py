@@ -34,6 +34,8 @@ from profile_all.backends.base import Backend, PassContext, kept_samples
 from profile_all.compile_watch import held_compilation
 from profile_all.runner.inside.backend_said import said_by
 
+#: a window the target's end cut shorter than this share of its least time is dropped
+SHORT_OF_ITS_TIME = 0.1
 #: clean steps between a window's end and the next window's start: the first of them
 #: holds the window's stop, and is left out of every figure; the others keep the host's
 #: clean steps spread over the run, beside the windows they are the reference of
@@ -170,14 +172,17 @@ class Windows:
 
     def end(self, ended_well: bool) -> None:
         """The target ended: an open window ends with it. One that had fewer steps than
-        asked, of a target that ended well, is dropped: its pass runs in a process of its
-        own, as one whose window never came (a script of 8 steps: 3 counted of its 6)."""
+        asked, or a tenth of its least time, of a target that ended well, is dropped: its
+        pass runs in a process of its own, as one whose window never came (a script of 8
+        steps: 3 counted of its 6; py-spy's 0.078 s of an inference loop: no sample)."""
         window = self.current
         if window is None:
             return
         window.cut_by_target = True
         self._end(window)
-        if ended_well and len(window.marks) - 1 < window.spec["steps"]:
+        lasted = (window.ended_at or 0.0) - window.marks[0]
+        if ended_well and (len(window.marks) - 1 < window.spec["steps"]
+                           or lasted < window.seconds * SHORT_OF_ITS_TIME):
             self.ran.remove(window)
 
 
