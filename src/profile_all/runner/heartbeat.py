@@ -28,10 +28,13 @@ def doing_file(scratch: str | Path, number: int) -> Path:
 def say(path: Path, text: str) -> None:
     """`text` in `path`, whole (written beside and renamed); nothing where it cannot be (a
     full disk: the heartbeat then repeats what it said last)."""
-    with contextlib.suppress(OSError):
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
         partial.write_text(text)
         os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink()
 
 
 def _read(path: Path | None) -> str:
