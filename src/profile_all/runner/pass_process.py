@@ -21,7 +21,7 @@ from typing import Any
 
 from profile_all import backends
 from profile_all.runner import child_processes, heartbeat, server_handle, spec
-from profile_all.runner.inside.backend_said import said_by
+from profile_all.runner.inside.collecting import said_by
 from profile_all.runner.launch import Launch
 from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.spec import PassResult, PassSpec

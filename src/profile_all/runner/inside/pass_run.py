@@ -25,7 +25,7 @@ from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
 from profile_all.runner import heartbeat
-from profile_all.runner.inside.backend_said import said_by
+from profile_all.runner.inside.collecting import gather
 from profile_all.runner.inside.steps import StepClock, StepLimit
 from profile_all.runner.inside.windows import Windows, window_result
 from profile_all.runner.spec import PassResult, PassSpec
@@ -208,31 +208,18 @@ class PassRun:
         compilation = self.compiles.facts(self.clock.started_at)
         rows += [[COMPILER, *prefix, *measured] for measured in compile_rows(compilation)]
         samples = [[BENCHMARK, *prefix, *kept] for kept in getattr(self.target, "samples", [])]
-        timeline: list[list[Any]] = []
-        artifacts: list[dict[str, str]] = []
-        later: list[dict[str, Any]] = []
-        for backend in self.started:
-            heartbeat.say(self._doing, f"collecting {backend.name}'s rows")
-            try:
-                collected = backend.collect(self.ctx)
-            except Exception as error:
-                self._guard(backend.name, "collect", error)
-                continue
-            rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
-            samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
-            timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
-            artifacts += [artifact.to_dict() for artifact in collected.artifacts]
-            if collected.later is None:
-                self.failures += said_by(backend, collected)
-            else:  # said once the rest is collected
-                later.append({"backend": backend.name, "later": collected.later})
+        gathered = gather(self.started, self.ctx,
+                          lambda text: heartbeat.say(self._doing, text))
+        self.failures += gathered.failures
         self._result = PassResult(
-            self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome), rows,
-            samples, artifacts, self.failures, world_size=self.ctx.world_size,
+            self.ctx.pass_index, self.ctx.rank, self.spec.backends, asdict(outcome),
+            rows + gathered.rows, samples + gathered.samples, gathered.artifacts,
+            self.failures, world_size=self.ctx.world_size,
             runtime=_runtime_environment(), target_facts=getattr(self.target, "facts", {}),
             ran_on=getattr(self.target, "ran_on", ""),
-            children={"cpu_time": self._children_during}, timeline=timeline,
-            compilation=compilation, target_profilers=self.profilers.facts(), later=later,
+            children={"cpu_time": self._children_during}, timeline=gathered.timeline,
+            compilation=compilation, target_profilers=self.profilers.facts(),
+            later=gathered.later,
             **self.clock.facts(self.ctx.compiling, self.ctx.windows))
         if self.windows is not None:
             world = {"world_size": self.ctx.world_size, "runtime": self._result.runtime,

@@ -32,7 +32,7 @@ from typing import Any
 from profile_all import backends, regions
 from profile_all.backends.base import Backend, PassContext, kept_samples
 from profile_all.compile_watch import held_compilation
-from profile_all.runner.inside.backend_said import said_by
+from profile_all.runner.inside.collecting import gather
 
 #: a window the target's end cut shorter than this share of its least time is dropped
 SHORT_OF_ITS_TIME = 0.1
@@ -197,28 +197,8 @@ def window_result(window: Window, target: dict[str, Any], world: dict[str, Any])
     own where the target ended inside it; `world`: the host's runtime, world_size."""
     from profile_all.runner.spec import PassResult
 
-    ctx, prefix = window.ctx, (window.ctx.pass_index, window.ctx.rank)
-    rows: list[list[Any]] = []
-    samples: list[list[Any]] = []
-    timeline: list[list[Any]] = []
-    artifacts: list[dict[str, str]] = []
-    later: list[dict[str, Any]] = []
-    failures = list(window.failures)
-    for backend in window.started:
-        try:
-            collected = backend.collect(ctx)
-        except Exception as error:
-            failures.append({"backend": backend.name, "phase": "collect",
-                             "error": f"{type(error).__name__}: {error}"})
-            continue
-        rows += [[backend.name, *prefix, *measured] for measured in collected.rows]
-        samples += [[backend.name, *prefix, *kept] for kept in collected.samples]
-        timeline += [[backend.name, *prefix, *entry] for entry in collected.timeline]
-        artifacts += [artifact.to_dict() for artifact in collected.artifacts]
-        if collected.later is None:
-            failures += said_by(backend, collected)
-        else:
-            later.append({"backend": backend.name, "later": collected.later})
+    ctx = window.ctx
+    gathered = gather(window.started, ctx)
     marks = window.marks
     spans = list(pairwise(marks))
     compiled = held_compilation(spans, ctx.compiling)
@@ -230,9 +210,11 @@ def window_result(window: Window, target: dict[str, Any], world: dict[str, Any])
         "ended_at": time.time()}
     outcome["target_wall_time"] = wall
     return PassResult(
-        ctx.pass_index, ctx.rank, list(window.spec["backends"]), outcome, rows, samples,
-        artifacts, failures, world_size=world["world_size"], runtime=world["runtime"],
+        ctx.pass_index, ctx.rank, list(window.spec["backends"]), outcome, gathered.rows,
+        gathered.samples, gathered.artifacts, [*window.failures, *gathered.failures],
+        world_size=world["world_size"], runtime=world["runtime"],
         steps=len(spans), step_source=window.source, step_times=kept_samples(kept),
-        compile_steps=compiled, window=window.spec["steps"], timeline=timeline, later=later,
+        compile_steps=compiled, window=window.spec["steps"], timeline=gathered.timeline,
+        later=gathered.later,
         host=world["host"], window_from=window.after_step + 1)
 
