@@ -388,22 +388,33 @@ def test_a_share_from_a_handful_of_samples_says_so_and_does_not_lead():
     assert "rough share" not in " ".join(many["finding"])
 
 
-def test_a_wait_for_a_subprocess_is_not_made_heavier_by_tracing():
-    """Inductor's subprocess.run (15 calls, 6 s) was named among the functions cProfile
-    'makes heavier': a tracer's per-call cost makes no wait longer."""
-    facts = {**TIMER, "my.tracer": Facts().to_dict(),
-             "my.sampler": Facts(sampled=True).to_dict()}
-    rows = [*STEPS]
-    for name, traced, sampled in (("train.py:1(<module>)", 10.0, 10.0),
-                                  ("/usr/lib/python3.11/subprocess.py:506(run)", 6.0, 2.0),
-                                  ("train.py:5(work)", 3.5, 2.0)):
+#: the facts of a tracer and a sampler beside the timer
+TRACED_AND_SAMPLED = {**TIMER, "my.tracer": Facts().to_dict(),
+                      "my.sampler": Facts(sampled=True).to_dict()}
+
+
+def _traced_and_sampled(functions):
+    """Rows of functions as a tracer and a sampler saw them: (name, traced cumulative
+    seconds, sampled cumulative seconds), 100 samples a sampled second."""
+    rows = []
+    for name, traced, sampled in functions:
         rows += [_t("function", name, traced, metric="cumulative_time", backend="my.tracer"),
                  _t("function", name, sampled, metric="cumulative_time",
                     backend="my.sampler"),
                  _t("function", name, sampled * 100, metric="samples", backend="my.sampler",
                     unit="count"),
                  _t("function", name, 0.1, metric="self_time", backend="my.tracer")]
-    found = _rules(_report(rows, {"backend_facts": facts}), "distortion")
+    return rows
+
+
+def test_a_wait_for_a_subprocess_is_not_made_heavier_by_tracing():
+    """Inductor's subprocess.run (15 calls, 6 s) was named among the functions cProfile
+    'makes heavier': a tracer's per-call cost makes no wait longer."""
+    rows = [*STEPS, *_traced_and_sampled((
+        ("train.py:1(<module>)", 10.0, 10.0),
+        ("/usr/lib/python3.11/subprocess.py:506(run)", 6.0, 2.0),
+        ("train.py:5(work)", 3.5, 2.0)))]
+    found = _rules(_report(rows, {"backend_facts": TRACED_AND_SAMPLED}), "distortion")
     assert len(found) == 1
     said = found["finding"].iloc[0]
     assert said.startswith("my.tracer makes 1 function heavier than my.sampler sees it")
@@ -489,25 +500,17 @@ def test_a_caller_of_a_wait_is_not_made_heavier_by_tracing():
     probes (`subprocess.run`, 0.85 s of its time): 25.7% traced, 8.4% sampled, said to be
     the tracer's cost. Its traced share is taken without the waits below it in the tracer's
     call tree; `work`, whose gap is its own, is still named."""
-    facts = {**TIMER, "my.tracer": Facts().to_dict(),
-             "my.sampler": Facts(sampled=True).to_dict()}
-    rows = [*STEPS]
     probe = "torch/_inductor/async_compile.py:567(cpp_pybinding)"
     run = "/usr/lib/python3.11/subprocess.py:506(run)"
-    for name, traced, sampled in (("train.py:1(<module>)", 10.0, 10.0), (probe, 3.0, 1.0),
-                                  (run, 2.0, 0.0), ("train.py:5(work)", 3.5, 2.0)):
-        rows += [_t("function", name, traced, metric="cumulative_time", backend="my.tracer"),
-                 _t("function", name, sampled, metric="cumulative_time",
-                    backend="my.sampler"),
-                 _t("function", name, sampled * 100, metric="samples", backend="my.sampler",
-                    unit="count"),
-                 _t("function", name, 0.1, metric="self_time", backend="my.tracer")]
+    rows = [*STEPS, *_traced_and_sampled((
+        ("train.py:1(<module>)", 10.0, 10.0), (probe, 3.0, 1.0), (run, 2.0, 0.0),
+        ("train.py:5(work)", 3.5, 2.0)))]
     module = "train.py:1(<module>)"
     for name, parent, seconds in ((module, "", 10.0), (probe, module, 3.0),
                                   (run, f"{module} ▸ {probe}", 2.0)):
         rows.append(_t("call", name, seconds, metric="cumulative_time", parent=parent,
                        backend="my.tracer"))
-    found = _rules(_report(rows, {"backend_facts": facts}), "distortion")
+    found = _rules(_report(rows, {"backend_facts": TRACED_AND_SAMPLED}), "distortion")
     said = found["finding"].iloc[0]
     assert said.startswith("my.tracer makes 1 function heavier than my.sampler sees it")
     assert "train.py:5(work)" in said and "cpp_pybinding" not in said
