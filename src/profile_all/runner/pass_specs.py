@@ -9,7 +9,7 @@ from profile_all import backends
 from profile_all.runner.outcome import Ran
 from profile_all.runner.plan import Pass, hosted_windows
 from profile_all.runner.setup import WINDOWS_AFTER, Setup
-from profile_all.runner.spec import PassSpec
+from profile_all.runner.spec import PassSpec, result_path
 from profile_all.runs.folder import RunDirectory
 
 
@@ -65,8 +65,7 @@ def spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran,
         distributed=setup.launch.distributed, parent_pid=os.getpid(),
         artifacts_dir=str(run_dir.artifacts.resolve()),
         scratch_dir=str(run_dir.scratch.resolve()),
-        result_path=str((run_dir.scratch / f"pass{run_pass.index}.result.rank{{rank}}.json"
-                         ).resolve()),
+        result_path=result_path(run_dir.scratch, run_pass.index),
         max_steps=_window(setup, run_pass, timed[0].steps if timed else None),
         step_source=timed[0].step_source if timed else "",
         windows=windows, windows_after=WINDOWS_AFTER if windows else 0)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.backends import Backend
+from profile_all.runner.spec import result_path
 
 
 @dataclass
@@ -94,6 +95,5 @@ def hosted_windows(passes: list[Pass], host: Pass, steps: int,
     """The passes `host` hosts in windows of `steps` steps, as its spec lists them (their
     results written in `scratch`)."""
     return [{"number": hosted.index, "backends": hosted.backends, "steps": steps,
-             "result_path": str((scratch / f"pass{hosted.index}.result.rank{{rank}}.json"
-                                 ).resolve())}
+             "result_path": result_path(scratch, hosted.index)}
             for hosted in passes if hosted.host == host.index]

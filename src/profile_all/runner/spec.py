@@ -17,6 +17,11 @@ from profile_all.backends.base import PassContext
 from profile_all.safe_text import utf8_all
 
 
+def result_path(scratch: Path, number: int) -> str:
+    """Where pass `number`'s ranks write their results (`{rank}` left for each to fill)."""
+    return str((scratch / f"pass{number}.result.rank{{rank}}.json").resolve())
+
+
 @dataclasses.dataclass(frozen=True)
 class PassSpec:
     number: int
