@@ -52,19 +52,19 @@ def test_each_pass_is_a_window_of_the_timing_pass_s_steps(once):
     report = once[0]
     host, *hosted = report.meta.passes
     assert (host.backends, host.steps, host.host) == (["wallclock", "memory"], 40, None)
-    # after 5 clean steps, a window of 6, 3 clean steps (the first holds the window's stop)
+    # after 5 clean steps, a window of 6, 2 clean steps (the first holds the window's stop)
     assert [(p.backends, p.host, p.steps, p.window, p.window_from) for p in hosted] == [
-        (["cprofile"], 1, 6, 6, 6), (["torch-profiler"], 1, 6, 6, 15),
-        (["flop-counter"], 1, 6, 6, 24)]
-    assert host.window_steps == [6, 7, 8, 9, 10, 11, 12, 15, 16, 17, 18, 19, 20, 21,
-                                 24, 25, 26, 27, 28, 29, 30]
+        (["cprofile"], 1, 6, 6, 6), (["torch-profiler"], 1, 6, 6, 14),
+        (["flop-counter"], 1, 6, 6, 22)]
+    assert host.window_steps == [6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 20,
+                                 22, 23, 24, 25, 26, 27, 28]
     for summary in hosted:  # each measured against the clean steps, per step
         assert summary.overhead_basis.startswith("per-step times"), summary
         assert summary.logs == ["artifacts/pass1.stdout.log", "artifacts/pass1.stderr.log"]
     said = [line for line in report.meta.doubts if line.startswith("the script ran once")]
     assert said == [
-        "the script ran once: passes 2 (cprofile) steps 6-11, 3 (torch-profiler) steps 15-20, "
-        "4 (flop-counter) steps 24-29 ran in windows of steps inside pass 1's process; their "
+        "the script ran once: passes 2 (cprofile) steps 6-11, 3 (torch-profiler) steps 14-19, "
+        "4 (flop-counter) steps 22-27 ran in windows of steps inside pass 1's process; their "
         "totals (functions, operators, FLOPs, memory) cover those steps, per-step and "
         "per-call figures compare; pass 1's run time holds the windows, its per-step and "
         "region figures leave them out"]
@@ -131,3 +131,35 @@ def test_separate_passes_run_the_script_in_each(tmp_path):
     passes = pa.load(tmp_path / "run").meta.passes
     assert [(p.host, p.steps) for p in passes] == [(None, 12), (None, 12)]
     assert runs.read_text() == "set-up\n" * 2
+
+
+def test_a_closure_optimizer_s_few_steps_are_windowed_by_its_evaluations(tmp_path):
+    """Six LBFGS steps leave no room for two windows of steps; their 24 evaluations of the
+    closure (forward and backward) do: the script runs once, the counter's FLOPs a step
+    are one forward and backward of its MLP."""
+    done = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                       "cprofile", "-b", "flop-counter", "-o", tmp_path / "run", "--",
+                       "train-only")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = pa.load(tmp_path / "run")
+    source = "backward() inside optimizer.step()"
+    assert [(p.host, p.steps, p.window_from, p.step_source) for p in report.meta.passes] == [
+        (None, 24, None, source), (1, 6, 6, source), (1, 6, 14, source)]
+    assert done.stdout.count("step 6 done, 24 forward calls") == 1
+    # by hand, 64 rows: Linear(8, 16) and Linear(16, 1) forward; backward their weights'
+    # gradients and the second's input gradient (the data needs none)
+    forward = 2 * 64 * 8 * 16 + 2 * 64 * 16 * 1
+    backward = forward + 2 * 64 * 16 * 1
+    assert _value(report, "flop-counter", "step", "step", "flops", "mean") == \
+        forward + backward
+
+
+def test_windows_of_long_steps_hold_fewer_unless_asked(tmp_path):
+    """Steps of 0.15 s: a window holds 4 (about half a second, and three per-step times
+    after its first), 6 where --pass-steps asks for 6."""
+    for name, asked in (("default", ()), ("asked", ("--pass-steps", "6"))):
+        done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
+                           *asked, "-o", tmp_path / name, "--", "0.15")
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert [p.steps for p in pa.load(tmp_path / "default").meta.passes] == [30, 4]
+    assert [p.steps for p in pa.load(tmp_path / "asked").meta.passes] == [30, 6]

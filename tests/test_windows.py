@@ -66,25 +66,30 @@ def _printed(run_dir, number):
     return (run_dir / "artifacts" / f"pass{number}.stdout.log").read_text().splitlines()
 
 
-def test_a_closure_optimizer_is_windowed_by_its_steps_not_its_forward_calls(tmp_path):
-    """LBFGS calls the model inside step(), after a validation loop of 10 forward calls: the
-    windowed pass counts optimizer steps, as the timing pass found them (it was ended by
-    its third module call, in the validation loop, and said "25 of 2")."""
+def test_a_closure_optimizer_s_evaluations_are_its_steps(tmp_path):
+    """LBFGS runs its closure (forward and backward) four times inside each step(), after a
+    validation loop of 10 forward calls: each evaluation is a step, in every pass (6
+    optimizer steps are 24), and a window of 3 ends the target inside the first optimizer
+    step (once the validation's forward calls were taken for steps, and ended it there)."""
     done = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
                        "cprofile", "--pass-steps", "3", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
     passes = report.passes().set_index("pass")
-    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (6, 3)
-    assert {p.step_source for p in report.meta.passes} == {"optimizer.step()"}
+    assert (passes.loc[1, "steps"], passes.loc[2, "steps"]) == (24, 3)
+    assert {p.step_source for p in report.meta.passes} == {
+        "backward() inside optimizer.step()"}
     assert _printed(tmp_path / "r", 1)[-1] == "step 6 done, 34 forward calls"
-    # ended as its third step ended, before the script printed it
-    assert _printed(tmp_path / "r", 2)[-1] == "step 2 done, 18 forward calls"
+    assert _printed(tmp_path / "r", 2) == []  # ended inside its first optimizer step
+    forward = report.functions().set_index("name")  # pass 2's, the one cProfile
+    assert forward.loc[[n for n in forward.index if "closure_steps.py" in n
+                        and n.endswith("(forward)")], "calls"].tolist() == [13]
+    # the validation's 10 calls, then 3 evaluations
     capped = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
-                         "cprofile", "--max-steps", "2", "-o", tmp_path / "m", "--",
+                         "cprofile", "--max-steps", "6", "-o", tmp_path / "m", "--",
                          "train-only")
     assert capped.returncode == 0, capped.stderr
-    assert list(pa.load(tmp_path / "m").passes()["steps"]) == [2, 2]
+    assert list(pa.load(tmp_path / "m").passes()["steps"]) == [6, 6]
     assert _printed(tmp_path / "m", 1) == ["step 1 done, 4 forward calls"]
 
 

@@ -5,6 +5,8 @@ passes that counted on the meta device."""
 from __future__ import annotations
 
 from profile_all.pass_record import PassRecord
+from profile_all.runner.inside.windows import GAP_STEPS
+from profile_all.runner.setup import WINDOW_FEWEST, WINDOW_STEPS, WINDOWS_AFTER
 
 
 def on_meta(passes: list[PassRecord]) -> list[str]:
@@ -65,4 +67,6 @@ def again(numbers: list[int], passes: list[PassRecord]) -> list[str]:
             f"own: the {steps} step"
             f"{'' if steps == 1 else 's'} the script has left no room for "
             f"{'their windows' if plural else 'its window'} in the clean timing pass's "
-            "process (5 clean steps, then a window of 6 a pass, 3 clean steps between)"]
+            f"process ({WINDOWS_AFTER} clean steps, then a window of {WINDOW_STEPS} steps a "
+            f"pass ({WINDOW_FEWEST} where steps are long, or --pass-steps), {GAP_STEPS} "
+            "clean steps between)"]

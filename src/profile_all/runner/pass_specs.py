@@ -53,11 +53,13 @@ def preimport(setup: Setup, run_pass: Pass) -> list[str]:
 def spec(setup: Setup, run_pass: Pass, run_dir: RunDirectory, ran: Ran,
           passes: list[Pass]) -> PassSpec:
     timed = [s for s in ran.summaries if s.timing and s.step_source]
-    windows = hosted_windows(passes, run_pass, setup.window_steps, run_dir.scratch)
+    windows = hosted_windows(passes, run_pass, setup.window_steps, setup.window_fewest,
+                             run_dir.scratch)
     for window in windows:  # at most the steps a backend's analysis takes (torch-memory)
         window["steps"] = min([window["steps"], *(
             most for name in window["backends"]
             if (most := backends.load(name).most_steps) is not None)])
+        window["fewest"] = min(window["fewest"], window["steps"])
     return PassSpec(
         number=run_pass.index, backends=run_pass.backends,
         mode=_mode(setup, run_pass), target=setup.target.to_spec(),

@@ -90,10 +90,10 @@ def _host_windows(planned: list[Pass], windowed: set[str]) -> None:
                 other.host = planned[0].index
 
 
-def hosted_windows(passes: list[Pass], host: Pass, steps: int,
+def hosted_windows(passes: list[Pass], host: Pass, steps: int, fewest: int,
                    scratch: Path) -> list[dict[str, Any]]:
-    """The passes `host` hosts in windows of `steps` steps, as its spec lists them (their
-    results written in `scratch`)."""
+    """The passes `host` hosts in windows of `steps` steps (at least `fewest` where steps
+    are long), as its spec lists them (their results written in `scratch`)."""
     return [{"number": hosted.index, "backends": hosted.backends, "steps": steps,
-             "result_path": result_path(scratch, hosted.index)}
+             "fewest": fewest, "result_path": result_path(scratch, hosted.index)}
             for hosted in passes if hosted.host == host.index]

@@ -54,9 +54,11 @@ class Setup:
     #: the backends were named (not the defaults): each is run, even on a failing script
     named: bool = False
     #: other passes run in windows of steps inside the clean timing pass's process, each
-    #: of `window_steps` steps (runner/inside/windows.py)
+    #: of `window_steps` steps, at least `window_fewest` where steps are long
+    #: (runner/inside/windows.py)
     windows: bool = False
     window_steps: int = 0
+    window_fewest: int = 0
 
     @property
     def is_model(self) -> bool:
@@ -129,6 +131,9 @@ DEFAULT_PASS_STEPS = 25
 #: first window (step 1 holds the script's set-up)
 WINDOW_STEPS = 6
 WINDOWS_AFTER = 5
+#: the fewest steps a default window holds where steps are long: its first, left out, and
+#: three per-step times for its overhead
+WINDOW_FEWEST = 4
 
 
 def use_windows(setup: Setup, pass_steps: int | str | None, fresh_processes: bool) -> None:
@@ -137,8 +142,9 @@ def use_windows(setup: Setup, pass_steps: int | str | None, fresh_processes: boo
     process a rank; not under `--fresh-processes`, `--pass-steps all`, torchrun."""
     setup.windows = (not setup.is_model and not fresh_processes
                      and not setup.launch.distributed and setup.pass_steps is not None)
-    setup.window_steps = setup.pass_steps if pass_steps is not None and setup.pass_steps \
-        else WINDOW_STEPS
+    asked = pass_steps is not None and setup.pass_steps
+    setup.window_steps = setup.pass_steps if asked else WINDOW_STEPS
+    setup.window_fewest = setup.window_steps if asked else WINDOW_FEWEST
 
 
 #: the most timing passes a run may repeat (each runs the whole script)

@@ -11,7 +11,11 @@ a step of another kind shows the script has steps of its own: two hook calls a m
 call until then). A loss module (`nn.NLLLoss()`) has no parameters: called after the
 model, it made two steps an iteration. An optimizer step's start, not its end,
 because LBFGS calls the model inside `step()`: 25 module calls of its closure came before
-its first step ended, and ended the pass inside it. A pass after the timing pass counts
+its first step ended, and ended the pass inside it. An optimizer that runs its closure's
+backward() more than once a step (LBFGS: up to 20 evaluations) makes each of those a step
+(`EVALUATION`): two steps of ten seconds leave no room for windows of steps, forty
+evaluations of the same work do, and a FLOP count per evaluation is the work of one
+forward and backward. A pass after the timing pass counts
 only what the timing pass found the steps to be. One `perf_counter` call a step.
 
 A pass with `max_steps` ends its target at that step: the step raises StepLimit (a
@@ -31,6 +35,9 @@ from profile_all import compile_watch
 from profile_all.backends.base import kept_samples
 from profile_all.compile_watch import held_compilation
 
+#: what marks the steps of a script whose optimizer evaluates its closure several times a step
+EVALUATION = "backward() inside optimizer.step()"
+
 
 class StepLimit(BaseException):
     """The pass's window of steps is over."""
@@ -42,12 +49,18 @@ class StepClock:
         self.optimizer_marks = array("d")
         self.backward_marks = array("d")
         self.module_marks = array("d")
+        #: the ends of the backward()s run inside optimizer steps (a closure's)
+        self.evaluation_marks = array("d")
         self.max_steps = max_steps
         #: the target was ended at `max_steps`
         self.limited = False
         self._hooks: list[Any] = []
         self._autograd: Any = None  # torch.autograd while its `backward` is wrapped
         self._backward_steps = True  # until the script shows steps of another kind
+        self._in_optimizer_step = 0  # depth: an optimizer may wrap another
+        self._step_evaluations = 0  # backward()s in the current optimizer step
+        #: the steps are the evaluations: an optimizer step held two or more
+        self._evaluations = False
         self._backward: tuple[Any, Any] = (None, None)  # (torch's, the wrapper)
         #: count outermost module calls as steps (a script's passes; a model's are timed
         #: by their benchmark)
@@ -82,7 +95,9 @@ class StepClock:
 
     def _optimizer_step_starts(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
-        self._stop_backward_steps()
+        self._stop_backward_steps(unwrap=False)  # its closure's are heard as evaluations
+        self._in_optimizer_step += 1
+        self._step_evaluations = 0
 
     def _marked(self, source: str, count: int) -> None:
         if self.on_mark is not None:
@@ -90,14 +105,18 @@ class StepClock:
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._stop_module_steps()
+        self._in_optimizer_step = max(0, self._in_optimizer_step - 1)
         self.optimizer_marks.append(perf_counter())
-        if not self.marks:  # a script that marks its own steps is windowed by those
+        if not self.marks and not self._evaluations:  # a script's own steps come first
             if self.found_source == "optimizer.step()":
                 self.found()
             self._marked("optimizer.step()", len(self.optimizer_marks))
             self._limit(len(self.optimizer_marks), "optimizer.step()")
 
     def _backward_ended(self) -> None:
+        if self._in_optimizer_step:
+            self._evaluation_ended()
+            return
         if not self._backward_steps:
             return
         self._stop_module_steps()
@@ -107,6 +126,19 @@ class StepClock:
                 self.found()
             self._marked("backward()", len(self.backward_marks))
             self._limit(len(self.backward_marks), "backward()")
+
+    def _evaluation_ended(self) -> None:
+        """A backward() inside an optimizer step (its closure's) ended: a step once a step
+        held two (or the timing pass found them to be the steps)."""
+        self.evaluation_marks.append(perf_counter())
+        self._step_evaluations += 1
+        self._evaluations = self._evaluations or self._step_evaluations > 1 \
+            or self.found_source == EVALUATION
+        if self._evaluations and not self.marks:
+            if self.found_source == EVALUATION:
+                self.found()
+            self._marked(EVALUATION, len(self.evaluation_marks))
+            self._limit(len(self.evaluation_marks), EVALUATION)
 
     def _wrap_backward(self, autograd: Any) -> None:
         """torch.autograd.backward (what `Tensor.backward()` calls) followed by a step;
@@ -148,12 +180,13 @@ class StepClock:
             self.module_marks = array("d")  # the script's own steps count, not these
         self._module_calls = False
 
-    def _stop_backward_steps(self) -> None:
-        """The script's own steps count: a backward() inside LBFGS's step (its closure's),
-        or before the first optimizer step ends, is none: torch's backward put back."""
+    def _stop_backward_steps(self, unwrap: bool = True) -> None:
+        """The script's own steps count: a backward() before the first optimizer step
+        ends is none; under pa.step() none is heard (torch's backward put back)."""
         self._backward_steps = False
         self.backward_marks = array("d")
-        self._unwrap_backward()
+        if unwrap:
+            self._unwrap_backward()
 
     def _depth_anew(self) -> None:
         self._depth = 0
@@ -185,6 +218,8 @@ class StepClock:
         """(each step's end, what marked them), by the order of precedence."""
         if self.marks:
             return self.marks, "pa.step()"
+        if self._evaluations:
+            return self.evaluation_marks, EVALUATION
         if self.optimizer_marks:
             return self.optimizer_marks, "optimizer.step()"
         if self.backward_marks:

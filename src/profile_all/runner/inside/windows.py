@@ -3,8 +3,9 @@ the script's set-up runs once, not once per profiler (issue 39).
 
 The host pass (the clean timing pass, timers only) runs the script whole. After its first
 `after` steps (step 1 holds the set-up; the next warm up), each hosted pass's backends start
-at a step's end, hear `steps` steps, and stop at the end of the last; one clean step
-follows each window (it holds the window's stop: torch.profiler writes its trace there)
+at a step's end, hear `steps` steps (fewer where steps are long: about WINDOW_SECONDS of
+them, at least `fewest`), and stop at the end of the last; GAP_STEPS clean steps follow
+each window (the first holds the window's stop: torch.profiler writes its trace there)
 before the next begins. Once every window has run the script goes on clean to its end.
 
 The host's figures leave the windows out: a step that overlaps one is left out of its
@@ -22,7 +23,9 @@ pass's loss.
 
 from __future__ import annotations
 
+import math
 import resource
+import statistics
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -37,9 +40,12 @@ from profile_all.runner.inside.collecting import gather
 #: a window the target's end cut shorter than this share of its least time is dropped
 SHORT_OF_ITS_TIME = 0.1
 #: clean steps between a window's end and the next window's start: the first of them
-#: holds the window's stop, and is left out of every figure; the others keep the host's
+#: holds the window's stop, and is left out of every figure; the other keeps the host's
 #: clean steps spread over the run, beside the windows they are the reference of
-GAP_STEPS = 3
+GAP_STEPS = 2
+#: where steps are long a window holds as many as last about this long (but at least its
+#: `fewest`): six evaluations of 0.2 s each, a window each, did not fit in two LBFGS steps
+WINDOW_SECONDS = 0.5
 
 
 @dataclass
@@ -78,6 +84,8 @@ class Window:
     seconds: float = 0.0
     #: the host's step count when it began (it holds the next `steps` steps)
     after_step: int = 0
+    #: the steps it holds: its spec's, fewer where steps are long
+    steps: int = 0
     _undo: Any = None
 
     def guard(self, backend: str, phase: str, error: Exception) -> None:
@@ -100,24 +108,32 @@ class Windows:
         self._after = max(1, after)
         self._start_at = self._after  # the step count after which the next one begins
         self._source = ""
+        #: the clean steps' times so far (not one that held a window's stop), and the
+        #: last step's end outside a window
+        self._clean: list[float] = []
+        self._last_clean: float | None = None
 
     def mark(self, source: str, count: int) -> None:
         """A step of `source` ended, the `count`th: hand it to the open window, end that
         window at its last step, or begin the next one."""
+        now = perf_counter()
         if source != self._source:  # steps of a kind that takes precedence: count anew
             if self._source:
                 self._again()
-            self._source = source
+            self._source, self._clean, self._last_clean = source, [], now
             self._start_at = max(self._after, count)
         window = self.current
+        if window is None and self._last_clean is not None:
+            self._clean.append(now - self._last_clean)
+        self._last_clean = now if window is None else None
         if window is not None:
-            window.marks.append(perf_counter())
+            window.marks.append(now)
             for backend in window.started:
                 try:
                     backend.step()
                 except Exception as error:
                     window.guard(backend.name, "step", error)
-            if len(window.marks) - 1 >= window.spec["steps"] \
+            if len(window.marks) - 1 >= window.steps \
                     and window.marks[-1] - window.marks[0] >= window.seconds:
                 self._end(window)
                 self._start_at = count + GAP_STEPS
@@ -134,13 +150,14 @@ class Windows:
         self.ran = []
 
     def _begin(self, spec: dict[str, Any], source: str, count: int) -> None:
-        host = self.host
+        host, steps = self.host, self._length(spec)
         ctx = PassContext(pass_index=spec["number"], artifacts_dir=host.artifacts_dir,
                           scratch_dir=host.scratch_dir, rank=host.rank,
                           world_size=host.world_size, command=host.command,
-                          step_source=source, max_steps=spec["steps"])
+                          step_source=source, max_steps=steps)
         ctx.compiling = host.compiling  # the same compilations, as they come
-        window = self.current = Window(spec, ctx, source, after_step=count)
+        window = self.current = Window(spec, ctx, source, after_step=count,
+                                       steps=steps)
         self.ran.append(window)
         helpers = _children_cpu()
         for name in spec["backends"]:
@@ -156,6 +173,15 @@ class Windows:
         window._undo = regions.also_listen(
             [_Hooks(b) for b in window.started if callable(getattr(b, "enter", None))])
         window.marks.append(perf_counter())
+
+    def _length(self, spec: dict[str, Any]) -> int:
+        """The steps a window holds: as many as last WINDOW_SECONDS at the clean steps'
+        median, within its spec's `fewest` and `steps`."""
+        steps = spec["steps"]
+        if not self._clean:
+            return steps
+        wanted = math.ceil(WINDOW_SECONDS / max(statistics.median(self._clean), 1e-9))
+        return max(spec.get("fewest", steps), min(steps, wanted))
 
     def _end(self, window: Window) -> None:
         window._undo()
@@ -181,7 +207,7 @@ class Windows:
         window.cut_by_target = True
         self._end(window)
         lasted = (window.ended_at or 0.0) - window.marks[0]
-        if ended_well and (len(window.marks) - 1 < window.spec["steps"]
+        if ended_well and (len(window.marks) - 1 < window.steps
                            or lasted < window.seconds * SHORT_OF_ITS_TIME):
             self.ran.remove(window)
 
@@ -214,7 +240,7 @@ def window_result(window: Window, target: dict[str, Any], world: dict[str, Any])
         gathered.samples, gathered.artifacts, [*window.failures, *gathered.failures],
         world_size=world["world_size"], runtime=world["runtime"],
         steps=len(spans), step_source=window.source, step_times=kept_samples(kept),
-        compile_steps=compiled, window=window.spec["steps"], timeline=gathered.timeline,
+        compile_steps=compiled, window=window.steps, timeline=gathered.timeline,
         later=gathered.later,
         host=world["host"], window_from=window.after_step + 1)
 
