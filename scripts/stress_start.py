@@ -1,5 +1,5 @@
 """How long a run takes to start its first pass when many start together on a loaded
-machine, and whether the fork server's start ever stalls (runner/server_start.py says so
+machine, and whether the fork server's start ever stalls (runner/starting/server_start.py says so
 after 10 s, dumps the server's stack after 60 s, and gives up after 600 s).
 
 Starts `--together` runs of a tiny script at once, `--rounds` times, each with its own

@@ -95,7 +95,7 @@ def test_a_loop_that_does_not_listen_is_sampled_and_said_so(tmp_path):
     assert any(doubt.startswith("no operator or kernel trace: the process does not listen")
                for doubt in report.meta.doubts)
     from profile_all import on_demand  # its lock, in this user's folder, went with it
-    from profile_all.runner.listen_folder import file_name
+    from profile_all.runner.attaching.listen_folder import file_name
 
     assert not (on_demand.folder() / f"{file_name(loop.pid)}.attach.lock").exists()
 

@@ -23,8 +23,8 @@ import pytest
 import profile_all as pa
 from conftest import AS_NOBODY, TARGETS, profile_all, second_user_cannot
 from profile_all.backends import py_spy_recorder
-from profile_all.runner.attach import check_target
-from profile_all.runner.listen_folder import file_name
+from profile_all.runner.attaching.attach import check_target
+from profile_all.runner.attaching.listen_folder import file_name
 
 _CANNOT = second_user_cannot()
 as_root_with_a_second_user = pytest.mark.skipif(bool(_CANNOT), reason=_CANNOT)

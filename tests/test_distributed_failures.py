@@ -93,8 +93,8 @@ def test_a_stop_names_the_rank_that_hung_not_the_one_that_had_finished(tmp_path)
 def test_a_rank_killed_without_its_clock_gives_the_pass_profile_all_s():
     """A rank killed outright (its result made from journals) has no time of its own: the
     pass's time was the other rank's 235 ms, said of a pass stopped after 609 s."""
-    from profile_all.runner.outcome import pass_summary
-    from profile_all.runner.plan import Pass
+    from profile_all.runner.judging.outcome import pass_summary
+    from profile_all.runner.planning.plan import Pass
     from profile_all.runner.spec import PassResult
 
     finished = PassResult(1, 0, ["wallclock"], {

@@ -27,7 +27,7 @@ def _servers_marked(mark: str) -> list[int]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         with contextlib.suppress(psutil.Error):
-            if ("profile_all.runner.forkserver" in " ".join(process.info["cmdline"] or [])
+            if ("profile_all.runner.starting.forkserver" in " ".join(process.info["cmdline"] or [])
                     and process.info["status"] != psutil.STATUS_ZOMBIE
                     and process.environ().get("PROFILE_ALL_TEST_MARK") == mark):
                 found.append(process.pid)
@@ -45,7 +45,8 @@ def test_a_run_forks_its_passes_from_the_server_the_command_started(tmp_path):
     # the first pass's output is shown: its parent, the server begun with `import torch`
     # alone that then took the run's other modules
     assert len(parents) == 1
-    assert "profile_all.runner.forkserver" in parents[0] and "--more-later torch" in parents[0]
+    assert "profile_all.runner.starting.forkserver" in parents[0]
+    assert "--more-later torch" in parents[0]
     assert _servers_marked(mark) == []
 
 

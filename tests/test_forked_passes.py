@@ -87,7 +87,7 @@ def test_a_fork_server_killed_mid_run_loses_nothing(tmp_path):
                  go_on) as running:
         running.wait_for("ready")
         servers = [child for child in psutil.Process(running.process.pid).children()
-                   if "profile_all.runner.forkserver" in " ".join(child.cmdline())]
+                   if "profile_all.runner.starting.forkserver" in " ".join(child.cmdline())]
         assert len(servers) == 1
         worker = servers[0].children()
         os.kill(servers[0].pid, signal.SIGKILL)  # (a zombie until profile-all looks)
@@ -122,7 +122,7 @@ def test_a_fork_server_killed_as_it_starts_is_replaced(tmp_path):
     deadline, killed = time.monotonic() + 30, None
     while killed is None and time.monotonic() < deadline:
         for child in psutil.Process(command.pid).children():
-            if "profile_all.runner.forkserver" in " ".join(child.cmdline()):
+            if "profile_all.runner.starting.forkserver" in " ".join(child.cmdline()):
                 os.kill(child.pid, signal.SIGKILL)
                 killed = child.pid
                 break

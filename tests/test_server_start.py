@@ -1,4 +1,4 @@
-"""The fork server's start said as it goes and bounded (runner/server_start.py): a module
+"""The fork server's start said as it goes and bounded (runner/starting/server_start.py): a module
 whose import hangs makes profile-all say what it waits for, ask the server for its stack
 (which shows the import where it is stuck), and give up at the limit in one line, the
 server ended. The limits are shortened here; the import really hangs."""
@@ -15,7 +15,7 @@ import pytest
 
 import profile_all as pa
 from conftest import Running, processes_with
-from profile_all.runner import server_handle, server_start
+from profile_all.runner.starting import server_handle, server_start
 
 
 def test_a_hanging_import_is_said_dumped_and_bounded(tmp_path, monkeypatch, capfd):
@@ -63,7 +63,7 @@ def test_a_stop_while_the_server_imports_ends_the_run_without_waiting_for_it(tmp
     once as interrupted, its pass said never to have started; nothing left running."""
     (tmp_path / "sitecustomize.py").write_text(  # the server's start hangs, only its
         "import sys, time\n"
-        "if 'profile_all.runner.forkserver' in sys.orig_argv:\n    time.sleep(120)\n")
+        "if 'profile_all.runner.starting.forkserver' in sys.orig_argv:\n    time.sleep(120)\n")
     script = tmp_path / "script.py"
     script.write_text("print('ran')\n")
     run_dir = tmp_path / "run"
@@ -89,7 +89,7 @@ def _wait_for_server(pid: int) -> psutil.Process:
     while time.monotonic() < deadline:
         for child in psutil.Process(pid).children():
             with contextlib.suppress(psutil.Error):
-                if "profile_all.runner.forkserver" in child.cmdline():
+                if "profile_all.runner.starting.forkserver" in child.cmdline():
                     return child
         time.sleep(0.05)
     raise AssertionError("no fork server started")

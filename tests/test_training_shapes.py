@@ -188,7 +188,7 @@ def test_an_evaluation_inside_the_loop_is_said_as_such(tmp_path):
 
 
 def test_one_unlike_step_does_not_make_a_pass_noisy():
-    from profile_all.runner.run_checks import _robust_variation
+    from profile_all.runner.judging.run_checks import _robust_variation
 
     steady = [0.010, 0.011, 0.0105, 0.0098, 0.0102, 0.0101]
     assert _robust_variation(np.array([*steady, 0.073])) < 0.10

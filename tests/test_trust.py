@@ -14,8 +14,8 @@ from conftest import TARGETS, profile_all
 from profile_all import noise
 from profile_all.backends import load
 from profile_all.pass_record import PassRecord
-from profile_all.runner import run_checks
-from profile_all.runner.plan import plan_passes
+from profile_all.runner.judging import run_checks
+from profile_all.runner.planning.plan import plan_passes
 
 
 def test_timing_repeats_are_spread_over_the_run():

@@ -19,7 +19,7 @@ from profile_all import validate
 from profile_all.errors import ProfileAllError, UsageError
 from profile_all.regions import region, step
 from profile_all.render.notebook import show_reports_as_html
-from profile_all.runner.launch import Launch
+from profile_all.runner.starting.launch import Launch
 
 __all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "attach", "compare", "ingest",
            "listen", "load", "merge", "profile_model", "region", "run", "step"]
@@ -46,7 +46,7 @@ def _observer(observer: Any) -> Any:
     if observer is False:
         return None
     if observer is None:
-        from profile_all.runner.progress import in_notebook
+        from profile_all.runner.watching.progress import in_notebook
 
         return in_notebook()
     return observer
@@ -259,8 +259,8 @@ def attach(pid: int, *, duration: float = 30.0, out: str | Path | None = None,
     Writes and returns a Report; what was sampled is kept whatever ends it. `progress`:
     called with a line once sampling has begun (the CLI prints it); meanwhile: as for
     `run`."""
-    from profile_all.runner import attach as attaching
-    from profile_all.runner import attach_report
+    from profile_all.runner.attaching import attach as attaching
+    from profile_all.runner.attaching import attach_report
     from profile_all.runs.folder import RunDirectory
 
     duration = validate.seconds("duration (--duration)", duration)

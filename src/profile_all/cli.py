@@ -147,7 +147,7 @@ def run(
     """Run SCRIPT under every backend and merge what they measured: once, the profilers
     taking turns in windows of its steps, where they can share its process."""
     import profile_all as pa
-    from profile_all.runner.progress import PassProgress
+    from profile_all.runner.watching.progress import PassProgress
 
     drawing = Drawing(err_console, quiet)
     with _stdout_kept_for_json(as_json):
@@ -229,7 +229,7 @@ def model(
     """Benchmark a model the right way and count its FLOPs with every counter."""
     import profile_all as pa
     from profile_all.model.build import parse_shape
-    from profile_all.runner.progress import PassProgress
+    from profile_all.runner.watching.progress import PassProgress
 
     drawing = Drawing(err_console, quiet)
     with _stdout_kept_for_json(as_json):

@@ -55,7 +55,7 @@ def main() -> None:
     after_import.call("pandas", _imports_out_of_the_collectors_sight)
     code: object = 0
     try:
-        from profile_all.runner import early_server
+        from profile_all.runner.starting import early_server
 
         early_server.start_for(sys.argv[1:])  # its import of torch begins before ours
         from profile_all.cli import main as command
@@ -69,7 +69,7 @@ def main() -> None:
             _say_interrupted()
         code = ended.code
     finally:
-        early = sys.modules.get("profile_all.runner.early_server")
+        early = sys.modules.get("profile_all.runner.starting.early_server")
         if early is not None:
             early.discard()  # a run that never took it: the command was refused
     _exit_now(code)

@@ -2,8 +2,9 @@
 its target's time and steps, what torch.compile and the target's own profilers did, what
 its backends lost, and its overhead over the clean timing pass.
 
-Made by runner/outcome.py as the pass ends, its overhead added by runner/run_checks.py
-once every pass has ended; read by the views and renderers as attributes."""
+Made by runner/judging/outcome.py as the pass ends, its overhead added by
+runner/judging/run_checks.py once every pass has ended; read by the views and renderers as
+attributes."""
 
 from __future__ import annotations
 

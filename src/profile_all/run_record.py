@@ -2,7 +2,7 @@
 where, its passes (pass_record.PassRecord), the native files it kept, the files it was
 ingested from, the doubts about its numbers, and what its backends state about their rows.
 
-Made once by each maker of a run folder (runner/run_report.py, runs/ingest.py,
+Made once by each maker of a run folder (runner/judging/run_report.py, runs/ingest.py,
 runs/merge.py), read by every view and renderer as attributes. `from_json` is the one
 door from a folder on disk: every field is checked for the type profile-all writes, and
 every native file it names must lie inside the folder, before any view sees it."""

@@ -16,23 +16,13 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from profile_all import validate
-from profile_all.runner import (
-    child_processes,
-    early_server,
-    heartbeat,
-    layout_doubts,
-    outcome,
-    pass_process,
-    pass_specs,
-    server_handle,
-    spec,
-)
+from profile_all.runner import spec
 from profile_all.runner.inside.pass_run import PassRun
-from profile_all.runner.launch import Launch
-from profile_all.runner.outcome import Ran
-from profile_all.runner.plan import Pass, plan_passes
-from profile_all.runner.prestarted import PrestartedWorker
-from profile_all.runner.setup import (
+from profile_all.runner.judging import layout_doubts, outcome
+from profile_all.runner.judging.outcome import Ran
+from profile_all.runner.planning import pass_specs
+from profile_all.runner.planning.plan import Pass, plan_passes
+from profile_all.runner.planning.setup import (
     Observer,
     Setup,
     check_steps,
@@ -40,6 +30,10 @@ from profile_all.runner.setup import (
     use_windows,
 )
 from profile_all.runner.spec import PassSpec
+from profile_all.runner.starting import early_server, server_handle
+from profile_all.runner.starting.launch import Launch
+from profile_all.runner.starting.prestarted import PrestartedWorker
+from profile_all.runner.watching import child_processes, heartbeat, pass_process
 from profile_all.runs.folder import RunDirectory
 from profile_all.targets import ModelTarget, ScriptTarget
 
@@ -89,7 +83,7 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
     server = _server(setup)
     early = _prestarted(setup, passes)
     # pandas and the report's modules (0.4 s), imported while the server imports
-    from profile_all.runner import run_report
+    from profile_all.runner.judging import run_report
 
     try:
         _check_target(setup, server)

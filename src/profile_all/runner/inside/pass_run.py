@@ -24,11 +24,11 @@ from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
 from profile_all.rows import BENCHMARK, COMPILER
-from profile_all.runner import heartbeat
 from profile_all.runner.inside.collecting import gather
 from profile_all.runner.inside.steps import StepClock, StepLimit
 from profile_all.runner.inside.windows import Windows, window_result
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runner.watching import heartbeat
 from profile_all.target_profilers import ProfilerWatch
 from profile_all.targets import target_from_spec
 

@@ -37,9 +37,10 @@ import psutil
 
 from profile_all import process_control, std_streams
 from profile_all.fileio import write_atomic
-from profile_all.runner import child_processes, prestarted
 from profile_all.runner.inside.pass_run import Outcome, PassRun, Terminated, stopped
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runner.starting import prestarted
+from profile_all.runner.watching import child_processes
 
 #: the worker's own pid, set as it starts (a worker forked from the fork server imported
 #: this module in the server)

@@ -7,6 +7,11 @@ the interpreter imports while the fork server imports and the target is checked,
 waits, importing nothing more and running nothing, until the pass's spec comes on a pipe
 of its own (the target's stdin stays the target's). It is the same fresh process, its
 imports done earlier: nothing of it is forked or shared.
+
+Measured gain: `profile-all model scripts/examples/models.py:small_cnn --input-shape
+16,3,32,32 --iters 50`, whole commands, medians (scripts/bench/process_tricks.py, 3
+rounds, one thread, 2-core VM, 2026-11-28): 3.30 s against 4.00 s started when due,
+0.70 s.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from profile_all import units as fmt
 from profile_all.pass_record import PassRecord
-from profile_all.runner.plan import Pass
+from profile_all.runner.planning.plan import Pass
 
 
 def in_notebook() -> PassProgress | None:

@@ -1,4 +1,4 @@
-"""The Report of an attach (runner/attach.py): what was gathered of a running process, as
+"""The Report of an attach (runner/attaching/attach.py): what was gathered of a running process, as
 rows of the backends that would have measured it in a run (py-spy's samples, the memory
 sampler's RSS, torch.profiler's window) and the process's own figures from the OS (backend
 `os`: wall and CPU time over the attach, threads), in a run folder of its own."""
@@ -19,7 +19,7 @@ from profile_all.readers import IngestError
 from profile_all.report.report import Report
 from profile_all.rows import row
 from profile_all.run_record import ArtifactRecord, RunRecord
-from profile_all.runner.attach import Attached
+from profile_all.runner.attaching.attach import Attached
 
 #: the rows the OS gives of the process itself
 OS = "os"

@@ -29,8 +29,8 @@ import psutil
 from profile_all import on_demand
 from profile_all.backends.py_spy_recorder import binary
 from profile_all.readers import limits
-from profile_all.runner.child_processes import Stopped, StopRequests
-from profile_all.runner.listen_folder import ListenFolder, Refused, file_name
+from profile_all.runner.attaching.listen_folder import ListenFolder, Refused, file_name
+from profile_all.runner.watching.child_processes import Stopped, StopRequests
 from profile_all.runs import name_lock
 
 #: seconds the process keeps a window open at most (it ends it then with the steps so far)

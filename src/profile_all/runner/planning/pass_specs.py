@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 from profile_all import backends
-from profile_all.runner.outcome import Ran
-from profile_all.runner.plan import Pass, hosted_windows
-from profile_all.runner.setup import WINDOWS_AFTER, Setup
+from profile_all.runner.judging.outcome import Ran
+from profile_all.runner.planning.plan import Pass, hosted_windows
+from profile_all.runner.planning.setup import WINDOWS_AFTER, Setup
 from profile_all.runner.spec import PassSpec, result_path
 from profile_all.runs.folder import RunDirectory
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profile_all.pass_record import PassRecord
-from profile_all.runner.plan import Pass
+from profile_all.runner.planning.plan import Pass
 from profile_all.runner.spec import PassResult
 
 TIMEOUT_EXIT_CODE = 124

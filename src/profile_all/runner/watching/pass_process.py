@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from profile_all import backends
-from profile_all.runner import child_processes, heartbeat, server_handle, spec
+from profile_all.runner import spec
 from profile_all.runner.inside.collecting import said_by
-from profile_all.runner.launch import Launch
-from profile_all.runner.prestarted import PrestartedWorker
 from profile_all.runner.spec import PassResult, PassSpec
+from profile_all.runner.starting import server_handle
+from profile_all.runner.starting.launch import Launch
+from profile_all.runner.starting.prestarted import PrestartedWorker
+from profile_all.runner.watching import child_processes, heartbeat
 from profile_all.runs.folder import RunDirectory
 
 

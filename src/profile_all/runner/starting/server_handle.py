@@ -17,9 +17,9 @@ from typing import Any, BinaryIO
 from profile_all.backends.apart_process import Apart
 from profile_all.errors import UsageError
 from profile_all.fileio import current_folder
-from profile_all.runner import server_start
-from profile_all.runner.forkserver import MORE_LATER
-from profile_all.runner.server_messages import Lines, send
+from profile_all.runner.starting import server_start
+from profile_all.runner.starting.forkserver import MORE_LATER
+from profile_all.runner.starting.server_messages import Lines, send
 
 
 class ServerLost(OSError):
@@ -47,7 +47,7 @@ class ForkServer:
         self.channel, self.lines = ours, Lines(ours)
         self.env = env
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "profile_all.runner.forkserver", str(theirs.fileno()),
+            [sys.executable, "-m", "profile_all.runner.starting.forkserver", str(theirs.fileno()),
              *([MORE_LATER] if more_later else []), *modules],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
             env=env)

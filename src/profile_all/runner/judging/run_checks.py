@@ -17,7 +17,7 @@ import numpy as np
 from profile_all import backends, noise
 from profile_all.pass_record import PassRecord
 from profile_all.rows import region_path
-from profile_all.runner import layout_doubts
+from profile_all.runner.judging import layout_doubts
 from profile_all.runner.spec import PassResult
 from profile_all.target_profilers import MEANS
 

@@ -11,9 +11,9 @@ from typing import Any, Protocol
 from profile_all import backends, validate
 from profile_all.errors import UsageError
 from profile_all.pass_record import PassRecord
-from profile_all.runner import server_handle
-from profile_all.runner.launch import Launch
-from profile_all.runner.plan import Pass
+from profile_all.runner.planning.plan import Pass
+from profile_all.runner.starting import server_handle
+from profile_all.runner.starting.launch import Launch
 from profile_all.targets import ModelTarget, ScriptTarget
 
 

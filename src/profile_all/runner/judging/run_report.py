@@ -14,11 +14,12 @@ from profile_all.report import derived
 from profile_all.report.report import Report
 from profile_all.rows import COLUMNS, Facts
 from profile_all.run_record import ArtifactRecord, RunRecord
-from profile_all.runner import child_processes, outcome, run_checks
-from profile_all.runner.outcome import Ran
-from profile_all.runner.plan import Pass
-from profile_all.runner.setup import Setup
+from profile_all.runner.judging import outcome, run_checks
+from profile_all.runner.judging.outcome import Ran
+from profile_all.runner.planning.plan import Pass
+from profile_all.runner.planning.setup import Setup
 from profile_all.runner.spec import PassResult
+from profile_all.runner.watching import child_processes
 from profile_all.runs.folder import RunDirectory
 from profile_all.runs.store import save
 

@@ -30,8 +30,8 @@ from profile_all import validate
 from profile_all.backends.memory.backend import DEFAULT_INTERVAL
 from profile_all.backends.py_spy_recorder import Recorder, why_not
 from profile_all.errors import ProfileAllError, UsageError
-from profile_all.runner import attach_window
-from profile_all.runner.child_processes import Stopped, StopRequests
+from profile_all.runner.attaching import attach_window
+from profile_all.runner.watching.child_processes import Stopped, StopRequests
 from profile_all.runs.folder import RunDirectory
 
 _SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from profile_all.pass_record import PassRecord
 from profile_all.runner.inside.windows import GAP_STEPS
-from profile_all.runner.setup import WINDOW_FEWEST, WINDOW_STEPS, WINDOWS_AFTER
+from profile_all.runner.planning.setup import WINDOW_FEWEST, WINDOW_STEPS, WINDOWS_AFTER
 
 
 def on_meta(passes: list[PassRecord]) -> list[str]:
