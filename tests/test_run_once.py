@@ -163,3 +163,18 @@ def test_windows_of_long_steps_hold_fewer_unless_asked(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
     assert [p.steps for p in pa.load(tmp_path / "default").meta.passes] == [30, 4]
     assert [p.steps for p in pa.load(tmp_path / "asked").meta.passes] == [30, 6]
+
+
+def test_a_window_that_held_an_evaluation_says_so(tmp_path):
+    """An evaluation inside the loop at step 9, inside cProfile's window (steps 6-11): the
+    timing pass's unusual steps leave windows out, so the window's doubt names it."""
+    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
+                       tmp_path / "run", "--", tmp_path / "runs.txt", "30", "eval-at-9")
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in pa.load(tmp_path / "run").meta.doubts if "unlike" in line]
+    # other steps may be named too where the machine paused the script (a loaded one)
+    assert len(said) == 1 and said[0].startswith(
+        "pass 2 (cprofile) held a step unlike the others of its window: "), said
+    assert "step 9 took " in said[0] and said[0].endswith(
+        "its median step; different work (an evaluation inside the loop), or a pause of the "
+        "machine, is in its totals")

@@ -1,7 +1,8 @@
 """A training loop that says how often it ran: its set-up appends a line to the file in
 argv[1] (a run's side effect, as a checkpoint is). argv[2]: steps (default 40); argv[3]
-"eval": 10 forward calls under no_grad before the training (an evaluation at iteration 0).
-Prints the loss every 10 steps."""
+"eval": 10 forward calls under no_grad before the training (an evaluation at iteration 0);
+"eval-at-9": 2000 of them in step 9 (an evaluation inside the loop). Prints the loss every
+10 steps."""
 
 import sys
 
@@ -29,6 +30,10 @@ if sys.argv[3:] == ["eval"]:
         for step in range(10):
             model(batch(step))
 for step in range(steps):
+    if sys.argv[3:] == ["eval-at-9"] and step == 8:
+        with torch.no_grad():
+            for _ in range(2000):
+                model(batch(step))
     with pa.region("forward"):
         loss = model(batch(step)).pow(2).mean()
     optimizer.zero_grad()

@@ -4,6 +4,8 @@ passes that counted on the meta device."""
 
 from __future__ import annotations
 
+import statistics
+
 from profile_all.pass_record import PassRecord
 from profile_all.runner.inside.windows import GAP_STEPS
 from profile_all.runner.planning.setup import WINDOW_FEWEST, WINDOW_STEPS, WINDOWS_AFTER
@@ -51,6 +53,34 @@ def windows(passes: list[PassRecord]) -> list[str]:
             f"{', '.join(map(str, steps))} steps{of_whole} (a window; --pass-steps all runs "
             "them whole): their totals (functions, operators, FLOPs, memory) cover those "
             "steps; per-step and per-call figures compare", *_hosted(passes)]
+
+
+def unusual_in_windows(passes: list[PassRecord], step_times: dict[int, list[float]],
+                       unusual: float) -> list[str]:
+    """A sentence a window that held a step over `unusual` x its median step (an evaluation
+    inside the loop): the host's clean steps leave windows out, so that step is in no
+    unusual-step finding, and it is in the window's totals."""
+    found = []
+    for summary in passes:
+        times = step_times.get(summary.number, [])
+        if summary.host is None or not summary.window_from or len(times) < 3:
+            continue
+        median = statistics.median(times)
+        # the window's kept steps: not its first, nor those that held a compilation
+        numbers = [n for n in range(2, (summary.steps or 0) + 1)
+                   if n not in summary.compile_steps]
+        odd = [(number if len(numbers) == len(times) else None, time)
+               for number, time in zip(numbers or [None] * len(times), times, strict=False)
+               if time > unusual * median]
+        if odd:
+            listing = ", ".join(
+                (f"step {summary.window_from + number - 1} " if number else "a step ")
+                + f"took {time / median:.1f}x" for number, time in odd)
+            found.append(
+                f"pass {summary.number} ({'+'.join(summary.backends)}) held a step unlike "
+                f"the others of its window: {listing} its median step; different work (an "
+                "evaluation inside the loop), or a pause of the machine, is in its totals")
+    return found
 
 
 def again(numbers: list[int], passes: list[PassRecord]) -> list[str]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from profile_all import backends, noise
 from profile_all.pass_record import PassRecord
+from profile_all.report.step_work import UNUSUAL
 from profile_all.rows import region_path
 from profile_all.runner.judging import layout_doubts
 from profile_all.runner.spec import PassResult
@@ -131,7 +132,9 @@ def doubts(passes: list[PassRecord], results: list[PassResult],
                 f"the clean pass ({summary.overhead:.2f}x, interval "
                 f"{summary.overhead_low:.2f}-{summary.overhead_high:.2f}): that is "
                 "noise or different work, not a speed-up")
-    return [*found, *layout_doubts.windows(passes), *layout_doubts.on_meta(passes),
+    return [*found, *layout_doubts.windows(passes),
+            *layout_doubts.unusual_in_windows(passes, step_times, UNUSUAL),
+            *layout_doubts.on_meta(passes),
             *_model_timing(results), *_children(results, in_process),
             *_target_profilers(passes)]
 
