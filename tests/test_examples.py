@@ -46,18 +46,21 @@ def test_train_mlp_report_files(mlp_run):
     assert meta["status"] == "complete" and meta["exit_code"] == 0
     assert meta["environment"]["torch"].startswith("2.")
     # the script ran once: the memory sampler beside the timers, three windows of 6 steps
-    # inside that process, and py-spy (whose window lasts a second) in a pass of its own
+    # (fewer, at least 4, where a loaded machine made steps long) inside that process, 2
+    # clean steps between, and py-spy (whose window lasts a second) in a pass of its own
     assert [p["backends"] for p in meta["passes"]] == [
         ["wallclock", "memory"], ["cprofile"], ["torch-profiler"], ["flop-counter"],
         ["py-spy"]]
-    assert [(p.get("host"), p.get("window_from")) for p in meta["passes"]] == [
-        (None, None), (1, 6), (1, 15), (1, 24), (None, None)]
+    hosted = meta["passes"][1:4]
+    assert [p.get("host") for p in meta["passes"]] == [None, 1, 1, 1, None]
+    assert all(4 <= p["steps"] == p["window"] <= 6 for p in hosted)
+    assert [p["window_from"] for p in hosted] == [
+        6, 6 + hosted[0]["steps"] + 2, 6 + hosted[0]["steps"] + hosted[1]["steps"] + 4]
     assert meta["passes"][0]["overhead_verdict"] == "reference"
+    assert (meta["passes"][4]["steps"], meta["passes"][4]["window"]) == (25, 25)
     for profiled in meta["passes"][1:]:  # per-step overheads, each with its interval
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
         assert "per-step times" in profiled["overhead_basis"]
-        windows = (6, 6) if profiled.get("host") else (25, 25)  # the default windows
-        assert (profiled["steps"], profiled["window"]) == windows
     assert (run_dir / "artifacts" / "torch_trace.pt.trace.json.gz").is_file()
     # one FUNC line a region (mprof plot gives each line a legend entry), not one a call
     funcs = re.findall(r"^FUNC (\S+) ", (run_dir / "artifacts" / "mprofile.dat").read_text(),

@@ -34,7 +34,7 @@ from profile_all.runner.attaching import attach_window
 from profile_all.runner.watching.child_processes import Stopped, StopRequests
 from profile_all.runs.folder import RunDirectory
 
-_SAMPLER = Path(__file__).resolve().parents[1] / "backends" / "memory" / "sampler.py"
+_SAMPLER = Path(__file__).resolve().parents[2] / "backends" / "memory" / "sampler.py"
 
 
 @dataclass
