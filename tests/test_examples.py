@@ -81,13 +81,16 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
     assert traced - ours == {("train_step/backward", "Optimizer.zero_grad#SGD.zero_grad"),
                              ("train_step/optimizer_step", "Optimizer.step#SGD.step")}
     assert (timed["wallclock.calls.total"] == 30).all()  # per-call figures: outside windows
-    assert (timed["torch-profiler.calls.total"] == 6).all()  # the pass's window
+    # the pass's window: 6 steps, fewer (at least 4) where a loaded machine made them long
+    window = next(p.steps for p in report.meta.passes if p.backends == ["torch-profiler"])
+    assert 4 <= window <= 6
+    assert (timed["torch-profiler.calls.total"] == window).all()
     steps = summary[summary["scope"] == "step"].set_index("name")
     assert steps.loc["step", "wallclock.calls.total"] == 30
     # the trace marks each step as torch.profiler's own step() does (TensorBoard's step
     # view, HTA): ProfilerStep#0 from the window's start to its first step's end, ..., #5
     # to its last; #6, which torch opens there, is the tail: no step
-    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == 6
+    assert steps.loc["ProfilerStep", "torch-profiler.calls.total"] == window
     # the children's time fits inside the parent's
     parent_total = timed.loc[timed["name"] == "train_step", "wallclock.wall_time.total"].item()
     children = timed.loc[timed["parent"] == "train_step", "wallclock.wall_time.total"].sum()
