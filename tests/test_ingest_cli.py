@@ -211,3 +211,24 @@ def test_a_json_array_trace_goes_to_the_chrome_trace_reader(own_trace, tmp_path)
     frame = pa.load(tmp_path / "run").frame
     assert set(frame["backend"]) == {"torch-profiler"}
     assert (frame[frame["scope"] == "operator"]["name"] == "aten::addmm").any()
+
+
+def test_a_file_met_twice_is_read_once_and_said(tmp_path):
+    """Named twice, under another name, and inside a directory named: one pass, its
+    operators counted once (summed twice they were doubled), and a doubt a repeat."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    trace = write_torch_trace(logs / "r0.json", rank=0)
+    once = profile_all("ingest", trace, "-o", tmp_path / "once")
+    assert once.returncode == 0, once.stderr
+    again = profile_all("ingest", trace, trace, logs / ".." / "logs" / "r0.json", logs, "-o",
+                        tmp_path / "again")
+    assert again.returncode == 0, again.stderr
+    assert _passes(tmp_path / "again") == {(1, "torch-profiler"): [0]}
+    report, single = pa.load(tmp_path / "again"), pa.load(tmp_path / "once")
+    assert report.operators()["calls"].sum() == single.operators()["calls"].sum()
+    assert [d for d in report.meta.doubts if d.startswith("read once")] == [
+        f"read once: {trace} (named twice)",
+        f"read once: {logs / '..' / 'logs' / 'r0.json'} ({trace} again)",
+        f"read once: {trace} (met twice)"]
+    assert report.meta.status == "complete"

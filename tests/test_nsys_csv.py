@@ -295,3 +295,25 @@ def test_pandas_reads_names_as_nsys_wrote_them(tmp_path):
         "50.0,10,1,10.0,10.0,10,10,0.0,PushPop,NA", "50.0,10,1,10.0,10.0,10,10,0.0,PushPop,null"])
     rows, _ = _rows(path)
     assert set(rows["name"]) == {"NA", "null"} and not pd.isna(rows["value"]).any()
+
+
+PUSHPOP = ("Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lvl,"
+           "NumChild,RangeId,ParentId,RangeStack,NameTree")
+
+
+def test_a_repeated_range_id_places_its_children_under_the_first_and_says_so(tmp_path):
+    """nsys gives each range its own RangeId; two files joined repeat them (a pandas
+    InvalidIndexError traceback before): the children of an id met twice go under its
+    first range, and the doubt names the line."""
+    path = _write(tmp_path, "joined_nvtx_pushpop_trace.csv", PUSHPOP, [
+        "1000,9000,8000,2000,6000,:outer,1,1,0,1,7,,:7,:outer",
+        "2000,4000,2000,0,2000,:inner,1,1,1,0,8,7,:7:8,--:inner",
+        "10000,19000,9000,2000,7000,:again,1,1,0,1,7,,:7,:again",
+        "11000,13000,2000,0,2000,:child,1,1,1,0,9,7,:7:9,--:child"])
+    rows, facts = _rows(path)
+    assert facts["doubts"] == [
+        "1 range repeats the RangeId of an earlier one (first line 4, RangeId 7): the ranges "
+        "under such an id are placed under its first range"]
+    assert _value(rows, "region", "inner", "wall_time", parent="outer") == pytest.approx(2e-6)
+    assert _value(rows, "region", "child", "wall_time", parent="outer") == pytest.approx(2e-6)
+    assert _value(rows, "region", "again", "wall_time") == pytest.approx(9e-6)

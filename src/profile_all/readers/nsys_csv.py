@@ -49,7 +49,8 @@ def range_name(names: pd.Series) -> pd.Series:
 
 def _parent_paths(ranges: pd.DataFrame) -> pd.Series:
     """The path of the ranges around each range ("outer/inner"), built level by level from
-    ParentId; a parent missing from the file starts a path afresh."""
+    ParentId; a parent missing from the file starts a path afresh, a RangeId met again
+    (files joined, or made by hand) names its first range (`_repeated_ids` says so)."""
     parent = pd.Series("", index=ranges.index, dtype=object)
     path_of_id = pd.Series(dtype=object)  # RangeId -> the range's own path
     for level in np.sort(ranges["level"].dropna().unique()):
@@ -58,7 +59,21 @@ def _parent_paths(ranges: pd.DataFrame) -> pd.Series:
         own = parent[at].where(parent[at] == "", parent[at] + "/") + ranges.loc[at, "name"]
         path_of_id = pd.concat([path_of_id, pd.Series(own.to_numpy(),
                                                       index=ranges.loc[at, "id"].to_numpy())])
+        path_of_id = path_of_id[~path_of_id.index.duplicated()]
     return parent
+
+
+def _repeated_ids(table: Table) -> list[str]:
+    """A doubt on RangeIds met more than once (nsys gives each range its own)."""
+    ids = table.text("rangeid")
+    repeated = ids[ids.duplicated() & (ids.str.strip() != "")]
+    if repeated.empty:
+        return []
+    first = int(repeated.index[0])
+    one = len(repeated) == 1
+    return [f"{len(repeated)} range{'' if one else 's'} repeat{'s' if one else ''} the "
+            f"RangeId of an earlier one (first line {table.header_line + 1 + first}, RangeId "
+            f"{repeated.iat[0]}): the ranges under such an id are placed under its first range"]
 
 
 def _span(starts: pd.Series, ends: pd.Series) -> list[list[Any]]:
@@ -163,6 +178,8 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         head = stream.read(16)
     report, table = read(path, head)
     kept, doubts = csv_kept(path, report, table)
+    if report == "nvtx_pushpop_trace":
+        doubts = [*doubts, *_repeated_ids(table)]
     readers = {
         "nvtx_pushpop_trace": lambda t: _pushpop(table, kept),
         "nvtx_sum": lambda t: _summary_rows(t, "region", range_name(t.text("range")),

@@ -12,11 +12,13 @@ from profile_all.readers import IngestError
 TRACE_PATTERNS = ("*.json", "*.json.gz")
 
 
-def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
-    """(the files named, the files directories hold). A directory (what HTA and TensorBoard
-    users point at) stands for the chrome traces in it, at any depth, in name order: each
-    a pass of its own, its rank from the trace; a file there that is not a trace (a
-    config.json, profile-all's own meta.json) is left out and said to be."""
+def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[str]]:
+    """(the files named, the files directories hold, each file met again: "./a.json (a.json
+    again)"). A directory (what HTA and TensorBoard users point at) stands for the chrome
+    traces in it, at any depth, in name order: each a pass of its own, its rank from the
+    trace; a file there that is not a trace (a config.json, profile-all's own meta.json) is
+    left out and said to be. A file met twice (named twice, under two names, or named and
+    inside a directory named) is read once: summed twice, its operators counted double."""
     named, found = [], []
     for path in map(Path, paths):
         if not path.is_dir():
@@ -28,4 +30,19 @@ def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
             raise IngestError(f"{path}: a directory with no trace file in it "
                               f"({', '.join(TRACE_PATTERNS)}, at any depth)")
         found += inside
-    return named, found
+    seen: dict[tuple[int, int], Path] = {}
+    again: list[str] = []
+
+    def first_time(path: Path, where: str) -> bool:
+        try:
+            facts = path.stat()
+        except OSError:  # the reader says what is wrong with it
+            return True
+        first = seen.setdefault((facts.st_dev, facts.st_ino), path)
+        if first is not path:
+            again.append(f"{path} ({where} twice)" if str(path) == str(first)
+                         else f"{path} ({first} again)")
+        return first is path
+    named = [path for path in named if first_time(path, "named")]
+    found = [path for path in found if first_time(path, "met")]
+    return named, found, again
