@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import profile_all as pa
@@ -98,6 +100,30 @@ def test_unreadable_run_directory(good_run, tmp_path, damage, message, verb):
              else profile_all(verb, run_dir), message)
     with pytest.raises(pa.UsageError, match=message):
         pa.load(run_dir)
+
+
+def _impossible_counts(run_dir: Path) -> None:
+    frame = pd.read_parquet(run_dir / "report.parquet")
+    calls = frame.index[(frame["metric"] == "calls") & (frame["stat"] == "total")]
+    frame.loc[calls[0], "value"] = float("inf")  # `show` crashed: OverflowError
+    frame.loc[calls[1], "value"] = -1.0  # shown as -1 calls, without a word
+    frame.to_parquet(run_dir / "report.parquet")
+
+
+def test_impossible_values_in_a_run_folder_are_left_out_and_said(good_run, tmp_path):
+    run_dir = _damaged(good_run, tmp_path, _impossible_counts)
+    shown = profile_all("show", run_dir)
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr
+    report = pa.load(run_dir)
+    said = [d for d in report.meta.doubts if d.startswith("left out of report.parquet")]
+    assert len(said) == 1 and said[0].startswith(
+        "left out of report.parquet: 2 rows with a value no profile holds (first: ")
+    assert "= inf count): a damaged or crafted run folder" in said[0]
+    frame = report.frame
+    counts = frame[frame["unit"] == "count"]["value"]
+    assert np.isfinite(counts).all() and (counts >= 0).all()
+    assert len(frame) == len(pd.read_parquet(good_run / "report.parquet")) - 2
 
 
 def test_show_and_view_of_a_missing_folder(tmp_path):

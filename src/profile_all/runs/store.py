@@ -145,12 +145,17 @@ def load(run_dir: str | Path) -> Report:
     if list(frame.columns) != COLUMNS:
         raise UsageError(f"{run_dir}/report.parquet does not have the report's columns")
     frame = checked.check_frame(frame, run_dir, "report.parquet", ["value"], ["pass", "rank"])
+    frame, said = checked.possible_values(frame, "report.parquet")
     if meta.format < 2:
         frame, timeline = _timeline_of_format_1(frame)
     else:
         timeline = _table(run_dir, "timeline.parquet", TIMELINE_COLUMNS,
                           ["start", "end", "value"])
     samples = _table(run_dir, "samples.parquet", SAMPLE_COLUMNS, ["value"])
+    if timeline is not None:
+        timeline, also = checked.possible_values(timeline, "timeline.parquet")
+        said += also
+    meta.doubts = [*meta.doubts, *said]
     return Report(frame, meta, run_dir, samples, timeline)
 
 
