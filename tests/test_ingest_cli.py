@@ -232,3 +232,24 @@ def test_a_file_met_twice_is_read_once_and_said(tmp_path):
         f"read once: {logs / '..' / 'logs' / 'r0.json'} ({trace} again)",
         f"read once: {trace} (met twice)"]
     assert report.meta.status == "complete"
+
+
+def test_a_run_folder_inside_a_folder_ingested_is_left_out_whole(tmp_path):
+    """A project folder holds the user's trace and profile-all's own earlier report (whose
+    artifacts hold a trace of the same rank): the report is left out, named; summed with
+    the user's trace, it doubled every operator."""
+    project = tmp_path / "project"
+    project.mkdir()
+    trace = write_torch_trace(project / "rank0.json", rank=0)
+    earlier = profile_all("ingest", trace, "-o", project / "reports" / "earlier")
+    assert earlier.returncode == 0, earlier.stderr
+    done = profile_all("ingest", project, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert _passes(tmp_path / "run") == {(1, "torch-profiler"): [0]}
+    run_folder = project / "reports" / "earlier"
+    assert f"left out, a profile-all run folder: {run_folder} (`profile-all show {run_folder}` " \
+        "reads it)" in pa.load(tmp_path / "run").meta.doubts
+    alone = _refused(profile_all("ingest", project / "reports", "-o", tmp_path / "run2"),
+                     tmp_path / "run2")
+    assert "a directory with no trace file in it (*.json, *.json.gz, at any depth, outside " \
+        "profile-all run folders)" in alone

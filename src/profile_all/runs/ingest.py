@@ -41,7 +41,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         raise UsageError("ingest needs at least one file")
     RunDirectory.refuse_taken(out)
     with limits.applied(max_unpacked, max_field):
-        files, skipped, broken, again = _read_all(paths, ahead.ready() if ahead else None)
+        files, skipped, broken, said = _read_all(paths, ahead.ready() if ahead else None)
     if not files:
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
                           + "; ".join((broken + skipped)[:3]))
@@ -59,7 +59,7 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
                  for number, file in enumerate(files, start=1)],
         artifacts=[artifact for artifact, _file in kept],
         backend_facts=backends.facts_of(file.backend for file in files),
-        doubts=[*(f"read once: {path}" for path in again), *_doubts(files, skipped, broken)])
+        doubts=[*said, *_doubts(files, skipped, broken)])
     timeline = [[file.backend, number, file.rank, *entry]
                 for number, file in enumerate(files, start=1) for entry in file.timeline]
     report = Report.from_frame(frame, meta, timeline=timeline)
@@ -116,9 +116,9 @@ def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, Ingest
 def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = None
               ) -> tuple[list[IngestedFile], list[str], list[str], list[str]]:
     """The files named, and those the directories named hold that are traces; why each of
-    the others was left out: no trace (a config file), or a broken one (a rank lost); the
-    files met again (read once)."""
-    named, found, again = ingest_paths.expand(paths)
+    the others was left out: no trace (a config file), or a broken one (a rank lost); what
+    the directories' listing said (files met again, read once; run folders left out)."""
+    named, found, said = ingest_paths.expand(paths)
     results = parallel_read.each(partial(_read_framed, parsed=parsed), [*named, *found])
     files, skipped, broken = [], [], []
     for path, result in zip([*named, *found], results, strict=True):
@@ -129,7 +129,7 @@ def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = N
             raise result  # a file named, or a trace broken or outsized: refused
         else:  # a file a directory holds that is not a whole trace: left out
             (broken if isinstance(result, BrokenFile) else skipped).append(str(result))
-    return files, skipped, broken, again
+    return files, skipped, broken, said
 
 
 def _doubts(files: list[IngestedFile], skipped: list[str], broken: list[str]) -> list[str]:

@@ -12,26 +12,35 @@ from profile_all.readers import IngestError
 TRACE_PATTERNS = ("*.json", "*.json.gz")
 
 
+def _run_folder(folder: Path) -> bool:
+    return (folder / "meta.json").is_file() and (folder / "report.parquet").is_file()
+
+
 def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[str]]:
-    """(the files named, the files directories hold, each file met again: "./a.json (a.json
-    again)"). A directory (what HTA and TensorBoard users point at) stands for the chrome
+    """(the files named, the files directories hold, what was left out of them, a sentence
+    each). A directory (what HTA and TensorBoard users point at) stands for the chrome
     traces in it, at any depth, in name order: each a pass of its own, its rank from the
-    trace; a file there that is not a trace (a config.json, profile-all's own meta.json) is
-    left out and said to be. A file met twice (named twice, under two names, or named and
-    inside a directory named) is read once: summed twice, its operators counted double."""
-    named, found = [], []
+    trace; a file there that is not a trace (a config.json) is left out and said to be; a
+    profile-all run folder in it (meta.json and report.parquet: an earlier report, whose
+    traces were the same rank's as the user's) is left out whole, named. A file met twice
+    (named twice, under two names, or named and inside a directory named) is read once:
+    summed twice, its operators counted double."""
+    named, found, said = [], [], []
     for path in map(Path, paths):
         if not path.is_dir():
             named.append(path)
             continue
+        runs = sorted({p.parent for p in path.rglob("meta.json") if _run_folder(p.parent)})
+        said += [f"left out, a profile-all run folder: {run} (`profile-all show {run}` reads "
+                 "it)" for run in runs]
         inside = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
-                         if p.is_file()})
+                         if p.is_file() and not any(p.is_relative_to(run) for run in runs)})
         if not inside:
             raise IngestError(f"{path}: a directory with no trace file in it "
-                              f"({', '.join(TRACE_PATTERNS)}, at any depth)")
+                              f"({', '.join(TRACE_PATTERNS)}, at any depth"
+                              f"{', outside profile-all run folders' if runs else ''})")
         found += inside
     seen: dict[tuple[int, int], Path] = {}
-    again: list[str] = []
 
     def first_time(path: Path, where: str) -> bool:
         try:
@@ -40,9 +49,9 @@ def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[st
             return True
         first = seen.setdefault((facts.st_dev, facts.st_ino), path)
         if first is not path:
-            again.append(f"{path} ({where} twice)" if str(path) == str(first)
-                         else f"{path} ({first} again)")
+            said.append(f"read once: {path} ({where} twice)" if str(path) == str(first)
+                        else f"read once: {path} ({first} again)")
         return first is path
     named = [path for path in named if first_time(path, "named")]
     found = [path for path in found if first_time(path, "met")]
-    return named, found, again
+    return named, found, said
