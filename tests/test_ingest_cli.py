@@ -253,3 +253,19 @@ def test_a_run_folder_inside_a_folder_ingested_is_left_out_whole(tmp_path):
                      tmp_path / "run2")
     assert "a directory with no trace file in it (*.json, *.json.gz, at any depth, outside " \
         "profile-all run folders)" in alone
+
+
+def test_a_fifo_and_a_dangling_link_named_like_traces_are_said(tmp_path):
+    """Neither is opened (a FIFO would block the read); each is named, not dropped."""
+    import os
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_torch_trace(logs / "r0.json", rank=0)
+    os.mkfifo(logs / "pipe.json")
+    (logs / "gone.json").symlink_to(tmp_path / "nothing-here")
+    done = profile_all("ingest", logs, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    doubts = pa.load(tmp_path / "run").meta.doubts
+    assert f"left out, not a file: {logs / 'gone.json'} (a link to nothing)" in doubts
+    assert f"left out, not a file: {logs / 'pipe.json'} (a FIFO)" in doubts

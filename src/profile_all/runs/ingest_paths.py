@@ -3,6 +3,7 @@ pandas here: the files are listed before the readers are imported (runs/parse_ah
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +11,16 @@ from profile_all.readers import IngestError
 
 #: the trace files a directory stands for (TensorBoard's `*.pt.trace.json.gz` among them)
 TRACE_PATTERNS = ("*.json", "*.json.gz")
+
+
+def _what(path: Path) -> str:
+    """What a path named like a trace is, where it is no file to read (never opened: a
+    FIFO would block the read)."""
+    if path.is_symlink() and not path.exists():
+        return "a link to nothing"
+    kind = path.lstat().st_mode if path.exists() or path.is_symlink() else 0
+    return "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if stat.S_ISSOCK(kind) \
+        else "a device" if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) else "not a regular file"
 
 
 def _run_folder(folder: Path) -> bool:
@@ -33,8 +44,11 @@ def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[st
         runs = sorted({p.parent for p in path.rglob("meta.json") if _run_folder(p.parent)})
         said += [f"left out, a profile-all run folder: {run} (`profile-all show {run}` reads "
                  "it)" for run in runs]
-        inside = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
-                         if p.is_file() and not any(p.is_relative_to(run) for run in runs)})
+        matched = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
+                          if not any(p.is_relative_to(run) for run in runs)})
+        inside = [p for p in matched if p.is_file()]
+        said += [f"left out, not a file: {p} ({_what(p)})" for p in matched
+                 if not p.is_file() and not p.is_dir()]
         if not inside:
             raise IngestError(f"{path}: a directory with no trace file in it "
                               f"({', '.join(TRACE_PATTERNS)}, at any depth"
