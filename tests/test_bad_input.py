@@ -159,3 +159,17 @@ def test_view_of_an_ingested_folder(tmp_path):
     assert profile_all("ingest", trace, "-o", tmp_path / "from_trace").returncode == 0
     _refused(profile_all("view", tmp_path / "from_trace", "--no-browser"),
              "none of the files it was ingested from is a pstats file")
+
+
+def test_show_into_a_reader_that_stops_reading_ends_as_sigpipe_would(good_run):
+    """`profile-all show RUN | head -1`: Rich said SystemExit(1), a failure said by no one;
+    now no word and 141, as a Unix tool killed by SIGPIPE."""
+    import subprocess
+    import sys
+
+    shown = subprocess.Popen([sys.executable, "-m", "profile_all", "show", str(good_run)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shown.stdout.close()  # the reader gone before the command's first line
+    assert shown.wait(timeout=60) == 141
+    assert shown.stderr.read() == b""
+    shown.stderr.close()

@@ -44,6 +44,14 @@ def _imports_out_of_the_collectors_sight() -> None:
     gc.freeze()
 
 
+def _reader_gone(console: object) -> None:
+    """Rich's Console, its stdout's reader gone: what `profile-all show RUN | head -1`
+    meets. Rich's own answer is `SystemExit(1)`, a failure said by no one; the command ends
+    as a Unix tool killed by SIGPIPE does instead (`main`: 141). The command's process
+    only: a program that calls the API keeps Rich's answer."""
+    raise BrokenPipeError
+
+
 def main() -> None:
     std_streams.open_closed_ones()  # before anything opens a file: it would take 0-2
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background job keeps it
@@ -58,12 +66,17 @@ def main() -> None:
         from profile_all.runner.starting import early_server
 
         early_server.start_for(sys.argv[1:])  # its import of torch begins before ours
+        import rich.console
+
+        rich.console.Console.on_broken_pipe = _reader_gone  # type: ignore[method-assign]
         from profile_all.cli import main as command
 
         command()
     except KeyboardInterrupt:
         _say_interrupted()
         code = 130
+    except BrokenPipeError:  # `profile-all show RUN | head -1`: the reader stopped reading
+        code = 128 + signal.SIGPIPE
     except SystemExit as ended:
         if _interrupted and ended.code == 130:  # Typer's silent exit for a KeyboardInterrupt
             _say_interrupted()
