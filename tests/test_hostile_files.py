@@ -11,6 +11,8 @@ import json
 import lzma
 import marshal
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -259,3 +261,24 @@ def test_an_nsys_sqlite_whose_ids_hold_text_is_no_traceback(tmp_path, table, col
     if done.returncode == 0:
         assert "left out: an identifier that is not a number" in \
             (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_annotations_nested_deeper_than_the_cap_are_left_out_and_said(tmp_path):
+    """5,000 nested record_function ranges (a 0.5 MB trace: 25 s and 2.65 GB before the
+    cap), ingested under a 1 GiB address-space limit: the 64 outermost are rows."""
+    depth = 5000
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"level{level}", "pid": 1,
+               "tid": 1, "ts": 1000 + level, "dur": 2 * (depth - level) + 10}
+              for level in range(depth)] + GOOD
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    done = subprocess.run(["prlimit", f"--as={3 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(trace), "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = pa.load(tmp_path / "run")
+    assert f"{trace}: {depth - 64:,} annotations nested deeper than 64 levels left out " \
+        "(their time is in the ranges around them)" in report.meta.doubts
+    regions = report.frame[(report.frame["scope"] == "region")
+                           & (report.frame["metric"] == "calls")]
+    assert len(regions) == 64

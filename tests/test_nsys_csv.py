@@ -317,3 +317,22 @@ def test_a_repeated_range_id_places_its_children_under_the_first_and_says_so(tmp
     assert _value(rows, "region", "inner", "wall_time", parent="outer") == pytest.approx(2e-6)
     assert _value(rows, "region", "child", "wall_time", parent="outer") == pytest.approx(2e-6)
     assert _value(rows, "region", "again", "wall_time") == pytest.approx(9e-6)
+
+
+def test_ranges_nested_deeper_than_the_cap_are_left_out_and_said(tmp_path):
+    """5,000 levels (a 20,000-level CSV gave no result in 150 s): the 64 outermost are rows,
+    each named by its parents' path; the rest said."""
+    from profile_all.readers.nesting import MAX_DEPTH
+
+    depth = 5000
+    lines = [f"{1000 + level},{30000 - level},{29000 - 2 * level},0,0,:r{level},1,1,{level},"
+             f"1,{level + 1},{level if level else ''},:x,:r{level}" for level in range(depth)]
+    path = _write(tmp_path, "deep_nvtx_pushpop_trace.csv", PUSHPOP, lines)
+    rows, facts = _rows(path)
+    assert facts["doubts"] == [
+        f"{path}: {depth - MAX_DEPTH:,} NVTX ranges nested deeper than {MAX_DEPTH} levels "
+        "left out (their time is in the ranges around them)"]
+    regions = rows[(rows["scope"] == "region") & (rows["metric"] == "calls")]
+    assert len(regions) == MAX_DEPTH
+    deepest = regions[regions["name"] == f"r{MAX_DEPTH - 1}"]
+    assert deepest["parent"].item() == "/".join(f"r{level}" for level in range(MAX_DEPTH - 1))

@@ -168,3 +168,27 @@ def test_sqlite_that_is_not_an_nsys_export(tmp_path):
         db.execute("create table people (name text)")
     with pytest.raises(IngestError, match="not an Nsight Systems export"):
         read_nsys(other)
+
+
+def test_ranges_nested_deeper_than_the_cap_are_left_out_and_said(export, tmp_path):
+    """200 push/pop ranges inside one another on a thread (each row named by the path of
+    those around it: 5,000 levels took gigabytes): the 64 outermost are rows, the rest
+    said."""
+    from profile_all.readers.nesting import MAX_DEPTH
+
+    copy = tmp_path / "deep.sqlite"
+    shutil.copy(export, copy)
+    [(start, thread)] = _query(export, "select min(start), globalTid from NVTX_EVENTS "
+                                       "where eventType = 59")
+    with sqlite3.connect(copy) as db:
+        db.executemany("insert into NVTX_EVENTS (start, end, eventType, text, globalTid) "
+                       "values (?, ?, 59, ?, ?)",
+                       [(start + level, start + 10_000 - level, f"deep{level}", thread + 1)
+                        for level in range(200)])  # a thread of their own: none around them
+    rows, facts = read_export(copy)
+    assert f"{copy}: {200 - MAX_DEPTH} NVTX ranges nested deeper than {MAX_DEPTH} levels " \
+        "left out (their time is in the ranges around them)" in facts["doubts"]
+    regions = measured_frame(rows)
+    names = set(regions[regions["scope"] == "region"]["name"])
+    assert {f"deep{level}" for level in range(MAX_DEPTH - 1)} <= names
+    assert not {f"deep{level}" for level in range(MAX_DEPTH, 200)} & names

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profile_all.readers import nesting
+from profile_all.readers.nesting import MAX_DEPTH
 from profile_all.readers.nsys_checks import csv_kept
 from profile_all.readers.nsys_csv_table import Table, read
 from profile_all.readers.nsys_rows import (
@@ -53,7 +55,8 @@ def _parent_paths(ranges: pd.DataFrame) -> pd.Series:
     (files joined, or made by hand) names its first range (`_repeated_ids` says so)."""
     parent = pd.Series("", index=ranges.index, dtype=object)
     path_of_id = pd.Series(dtype=object)  # RangeId -> the range's own path
-    for level in np.sort(ranges["level"].dropna().unique()):
+    levels = ranges["level"].dropna().unique()
+    for level in np.sort(levels[levels < MAX_DEPTH]):  # the deeper are left out
         at = ranges.index[ranges["level"] == level]
         parent[at] = ranges.loc[at, "parent_id"].map(path_of_id).astype(object).fillna("")
         own = parent[at].where(parent[at] == "", parent[at] + "/") + ranges.loc[at, "name"]
@@ -179,7 +182,10 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     report, table = read(path, head)
     kept, doubts = csv_kept(path, report, table)
     if report == "nvtx_pushpop_trace":
-        doubts = [*doubts, *_repeated_ids(table)]
+        deep = (table.number("lvl") >= MAX_DEPTH).to_numpy()
+        kept = kept & ~deep
+        doubts = [*doubts, *_repeated_ids(table),
+                  *nesting.said(path, int(deep.sum()), "NVTX range")]
     readers = {
         "nvtx_pushpop_trace": lambda t: _pushpop(table, kept),
         "nvtx_sum": lambda t: _summary_rows(t, "region", range_name(t.text("range")),

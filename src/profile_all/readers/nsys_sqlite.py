@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import IngestError, nsys_checks
+from profile_all.readers import IngestError, nesting, nsys_checks
 from profile_all.readers.nsys_export import NsysExport
 from profile_all.readers.nsys_rows import (
     COPY_LABELS,
@@ -222,6 +222,11 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     session, doubts = nsys_checks.session_checked(path, session, doubts)
     doubts += [f"{path}: {count:,} rows of {table} left out: an identifier that is not a "
                "number (nsys writes none)" for table, count in export.left_out.items()]
+    if len(ranges):
+        deep = nesting.too_deep(ranges["globalTid"].fillna(0).to_numpy(),
+                                ranges["start"].to_numpy(float), ranges["end"].to_numpy(float))
+        ranges = ranges[~deep].reset_index(drop=True)
+        doubts += nesting.said(path, int(deep.sum()), "NVTX range")
     facts.update({"doubts": doubts} if doubts else {})  # (detect moves them to the file)
     device = pd.concat([w[["start", "end", "correlationId", "pid"]]
                         for w in (kernels, copies, fills) if len(w)] or [kernels])

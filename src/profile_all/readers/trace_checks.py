@@ -16,6 +16,7 @@ import numpy as np
 
 from profile_all.readers import chrome_trace, plausible, trace_bytes
 from profile_all.readers.chrome_trace import ChromeTrace
+from profile_all.readers.nesting import MAX_DEPTH, said, too_deep
 from profile_all.readers.plausible import COUNT, DURATION, TIME, Field
 
 #: the timed columns: (attribute, position of ts, of dur, what an event of it is)
@@ -114,3 +115,17 @@ def drop_impossible(trace: ChromeTrace) -> list[str]:
     if not keep.all():
         columns.gpu_annotations = list(compress(spans, keep))
     return tally.settled(trace.path)
+
+
+def drop_too_deep(trace: ChromeTrace) -> list[str]:
+    """Leave out of the trace's annotations those nested deeper than MAX_DEPTH
+    (readers/nesting.py); the doubt to say of them."""
+    events = trace.columns.annotations
+    if len(events) <= MAX_DEPTH:
+        return []
+    starts = np.fromiter((event[2] for event in events), float, len(events))
+    ends = starts + np.fromiter((event[3] for event in events), float, len(events))
+    deep = too_deep([event[1] for event in events], starts, ends)
+    if deep.any():
+        trace.columns.annotations = list(compress(events, ~deep))
+    return said(trace.path, int(deep.sum()), "annotation")

@@ -1,0 +1,49 @@
+"""How deep ranges nest, and the cap on it (MAX_DEPTH): a range inside MAX_DEPTH others is
+left out of the report's rows, counted, and said. A region's row is named by the path of
+the ranges around it, so a file of n ranges nested in one another derives n paths of up
+to n names: 5,000 nested annotations (a 0.5 MB trace) took 25 s and 2.65 GB, 20,000
+nested NVTX ranges no result in 150 s. Under the cap the paths hold at most MAX_DEPTH
+names, and the time of a range left out is still in its ancestors' (it ran inside them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+#: the most ranges a range may sit inside and still be a row of its own (a Python call
+#: stack under a model's modules rarely passes 30; TensorBoard's own views show fewer)
+MAX_DEPTH = 64
+
+
+def too_deep(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per range, whether it sits inside MAX_DEPTH others of its thread (ranges nest per
+    thread, the longer first where two start together). A range left out holds no level:
+    its children are deeper still."""
+    _names, thread_codes = np.unique(np.asarray([str(t) for t in threads], object),
+                                     return_inverse=True)
+    order = np.lexsort((-np.asarray(ends, float), np.asarray(starts, float), thread_codes))
+    deep = np.zeros(len(order), bool)
+    open_ends: list[float] = []
+    thread_now: object = None
+    for position in order:
+        if thread_codes[position] != thread_now:
+            thread_now, open_ends = thread_codes[position], []
+        start = starts[position]
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        if len(open_ends) >= MAX_DEPTH:
+            deep[position] = True
+        else:
+            open_ends.append(ends[position])
+    return deep
+
+
+def said(path: Path | str, count: int, what: str) -> list[str]:
+    """The doubt on the ranges left out for their depth (none when none was)."""
+    if not count:
+        return []
+    return [f"{path}: {count:,} {what}{'s' if count > 1 else ''} nested deeper than "
+            f"{MAX_DEPTH} levels left out (their time is in the ranges around them)"]
