@@ -66,19 +66,22 @@ STATE_LOOKS, STATE_GAP = 5, 0.05
 
 
 def _held(process: psutil.Process, state: str) -> bool:
-    """Stopped at every look: a sampler that pauses the process to read it (py-spy's
-    default) leaves it in tracing stop for a moment, over and over; a debugger or SIGSTOP
-    holds it."""
+    """Stopped at every look, and no CPU time spent between the first and the last: a
+    sampler that pauses the process to read it (py-spy's default) leaves it in tracing stop
+    for a moment, over and over (on a loaded machine, at every one of 5 looks: an attach
+    refused in CI), while the process runs between its pauses; a debugger or SIGSTOP holds
+    it still."""
     stopped = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
-    for _ in range(STATE_LOOKS - 1):
-        if state not in stopped:
-            return False
-        time.sleep(STATE_GAP)
-        try:
+    try:
+        spent = sum(process.cpu_times()[:2])
+        for _ in range(STATE_LOOKS - 1):
+            if state not in stopped:
+                return False
+            time.sleep(STATE_GAP)
             state = process.status()
-        except psutil.NoSuchProcess:
-            return False  # gone: said where the attach meets it
-    return state in stopped
+        return state in stopped and sum(process.cpu_times()[:2]) == spent
+    except psutil.NoSuchProcess:
+        return False  # gone: said where the attach meets it
 
 
 def check_target(pid: Any) -> psutil.Process:
