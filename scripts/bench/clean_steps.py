@@ -4,7 +4,7 @@ profile-all's default run reports its clean steps' median (the windows left out)
 interleaved, one thread; prints each pair and the ratio of the medians. Issue 39's
 check: within the noise between bare runs (also printed).
 
-    OMP_NUM_THREADS=1 python scripts/bench/clean_steps.py [--rounds 5]
+    OMP_NUM_THREADS=1 python scripts/bench/clean_steps.py [--rounds 5] [-- -b wallclock]
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+STEPS = int(sys.argv[1])
 ends = [time.perf_counter()]
-for _ in range(200):
+for _ in range(STEPS):
     loss = torch.nn.functional.cross_entropy(model(x), y)
     optimizer.zero_grad()
     loss.backward()
@@ -35,15 +36,15 @@ print("median_step", statistics.median(steps))
 '''
 
 
-def _bare(script: Path) -> float:
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         check=True).stdout
+def _bare(script: Path, steps: int) -> float:
+    out = subprocess.run([sys.executable, str(script), str(steps)], capture_output=True,
+                         text=True, check=True).stdout
     return float(out.split("median_step")[1].split()[0])
 
 
-def _profiled(script: Path, out: Path) -> float:
-    subprocess.run([sys.executable, "-m", "profile_all", "run", str(script), "-o", str(out)],
-                   capture_output=True, check=True)
+def _profiled(script: Path, out: Path, options: list[str], steps: int) -> float:
+    subprocess.run([sys.executable, "-m", "profile_all", "run", *options, str(script), "-o",
+                    str(out), "--", str(steps)], capture_output=True, check=True)
     import profile_all as pa
 
     frame = pa.load(out).frame
@@ -55,15 +56,21 @@ def _profiled(script: Path, out: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--steps", type=int, default=2000,
+                        help="steps of about 0.7 ms (200: py-spy's window of a second takes "
+                             "every step after the tracers', the clean ones are the first)")
+    parser.add_argument("options", nargs="*", help="options for profile-all run (after --)")
+    args = parser.parse_args()
+    rounds = args.rounds
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     bare, profiled = [], []
     with tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / "loop.py"
         script.write_text(LOOP)
         for number in range(rounds):
-            bare.append(_bare(script))
-            profiled.append(_profiled(script, Path(scratch) / f"run{number}"))
+            bare.append(_bare(script, args.steps))
+            profiled.append(_profiled(script, Path(scratch) / f"run{number}", args.options,
+                                      args.steps))
             print(f"round {number}: bare {bare[-1] * 1e3:.3f} ms, clean steps "
                   f"{profiled[-1] * 1e3:.3f} ms")
     spread = (max(bare) - min(bare)) / statistics.median(bare)
