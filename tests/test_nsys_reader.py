@@ -192,3 +192,23 @@ def test_ranges_nested_deeper_than_the_cap_are_left_out_and_said(export, tmp_pat
     names = set(regions[regions["scope"] == "region"]["name"])
     assert {f"deep{level}" for level in range(MAX_DEPTH - 1)} <= names
     assert not {f"deep{level}" for level in range(MAX_DEPTH, 200)} & names
+
+
+def test_a_string_that_is_no_text_and_one_no_row_holds(export, tmp_path):
+    """A StringIds value stored as a BLOB that is not UTF-8 (made by hand: nsys writes TEXT)
+    is shown with escapes; a range whose textId no row of StringIds holds is named so and
+    said, not a region with an empty name."""
+    copy = tmp_path / "strings.sqlite"
+    shutil.copy(export, copy)
+    [(start, thread)] = _query(export, "select start, globalTid from NVTX_EVENTS "
+                                            "where text = 'saxpy' order by start limit 1")
+    with sqlite3.connect(copy) as db:
+        db.execute("update StringIds set value = ? where value = 'MPI_Init'", (b"\xff\xfeit",))
+        db.execute("insert into NVTX_EVENTS (start, end, eventType, textId, globalTid) "
+                   "values (?, ?, 59, 987654, ?)", (start + 1, start + 2, thread))
+    rows, facts = read_export(copy)
+    names = set(measured_frame(rows).query("scope == 'region'")["name"])
+    assert "MPI:\\xff\\xfeit" in names and "MPI:MPI_Init" not in names
+    assert "(string 987654, not in the export)" in names and "" not in names
+    assert facts["doubts"] == [f"{copy}: 1 string id named by its rows not in StringIds "
+                               "(first 987654): shown as (string 987654, not in the export)"]

@@ -32,9 +32,12 @@ class NsysExport:
             raise IngestError(f"{path}: an sqlite file, but not an Nsight Systems export "
                               "(no StringIds, NVTX or CUPTI tables)")
         self._within_limits()
-        self.strings = dict(self.db.execute("select id, value from StringIds"))
+        self.strings = {key: _as_text(value) for key, value in
+                        self.db.execute("select id, value from StringIds")}
         #: rows left out per table for an identifier that is not a number
         self.left_out: dict[str, int] = {}
+        #: string ids named by a row that StringIds does not hold (the names shown instead)
+        self.missing: set[int] = set()
 
     def _within_limits(self) -> None:
         """The file within max_unpacked, its strings (and NVTX texts) within max_field."""
@@ -77,6 +80,36 @@ class NsysExport:
         return dict(zip(found["id"].astype(int), found["label"], strict=True)) or documented
 
     def text(self, literal: Any, string_id: Any) -> str:
-        if isinstance(literal, str):
-            return literal
-        return self.strings.get(string_id, "") if pd.notna(string_id) else ""
+        if isinstance(literal, str | bytes):
+            return _as_text(literal)
+        return self.string(string_id) if pd.notna(string_id) else ""
+
+    def string(self, string_id: Any) -> str:
+        """The string of an id; one StringIds does not hold is named so, and counted
+        (`missing`: said in the report), not an empty name."""
+        if pd.isna(string_id):
+            return ""
+        found = self.strings.get(string_id)
+        if found is None:
+            self.missing.add(int(string_id))
+            return f"(string {int(string_id)}, not in the export)"
+        return found
+
+    def missing_said(self) -> list[str]:
+        if not self.missing:
+            return []
+        first, count = min(self.missing), len(self.missing)
+        return [f"{self.path}: {count:,} string id{'s' if count > 1 else ''} named by its "
+                f"rows not in StringIds (first {first}): shown as (string {first}, not in "
+                "the export)"]
+
+
+def _as_text(value: Any) -> str:
+    """A string of the export as text: nsys writes TEXT; a BLOB (bytes that are not
+    UTF-8, in a file made by hand) with escapes (`\\xff`), as other names are shown, a
+    number as its digits."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return "" if value is None else str(value)

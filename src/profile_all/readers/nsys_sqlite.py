@@ -111,7 +111,7 @@ def _device(export: NsysExport, table: str, extra: list[str]) -> pd.DataFrame:
 def _kernels(export: NsysExport) -> pd.DataFrame:
     kernels = _device(export, "CUPTI_ACTIVITY_KIND_KERNEL", ["demangledName", "shortName"])
     names = kernels["demangledName"].where(kernels["demangledName"].notna(), kernels["shortName"])
-    kernels["name"] = [export.strings.get(i, "") for i in names]
+    kernels["name"] = [export.string(i) for i in names]
     return kernels
 
 
@@ -147,7 +147,8 @@ def _api_calls(export: NsysExport) -> pd.DataFrame:
     calls = export.frame("CUPTI_ACTIVITY_KIND_RUNTIME", [
         "start", "end", "eventClass", "nameId", "correlationId", "globalTid", "rowid"])
     calls = calls[calls["eventClass"] != _backtrace_class(export)].copy()
-    calls["name"] = api_names(calls["nameId"].map(export.strings).fillna(""))
+    calls["name"] = api_names(pd.Series([export.string(i) for i in calls["nameId"]],
+                                        index=calls.index, dtype=object))
     calls["pid"] = _pid(calls["globalTid"])
     return calls
 
@@ -222,6 +223,7 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     session, doubts = nsys_checks.session_checked(path, session, doubts)
     doubts += [f"{path}: {count:,} rows of {table} left out: an identifier that is not a "
                "number (nsys writes none)" for table, count in export.left_out.items()]
+    doubts += export.missing_said()
     if len(ranges):
         deep = nesting.too_deep(ranges["globalTid"].fillna(0).to_numpy(),
                                 ranges["start"].to_numpy(float), ranges["end"].to_numpy(float))
