@@ -173,3 +173,23 @@ def test_show_into_a_reader_that_stops_reading_ends_as_sigpipe_would(good_run):
     assert shown.wait(timeout=60) == 141
     assert shown.stderr.read() == b""
     shown.stderr.close()
+
+
+def _a_name_of_20_mib(run_dir: Path) -> None:
+    frame = pd.read_parquet(run_dir / "report.parquet")
+    frame.loc[frame.index[0], "name"] = "x" * (20 * 2**20)
+    frame.to_parquet(run_dir / "report.parquet", compression="zstd")  # a few KiB
+
+
+def test_a_parquet_file_that_unpacks_beyond_the_bounds_is_refused_from_its_footer(
+        good_run, tmp_path):
+    """One name of 20 MiB, compressed to a few KiB: the footer's sizes refuse it before any
+    page is read (a 1,000 MiB one took 3.2 GB), as unpacking to over 64 times the file and
+    16 MiB (profile-all's own files unpack to at most about twice theirs)."""
+    run_dir = _damaged(good_run, tmp_path, _a_name_of_20_mib)
+    size = (run_dir / "report.parquet").stat().st_size
+    assert size < 2**20
+    refused = profile_all("show", run_dir)
+    _refused(refused, "report.parquet: unpacks to ")
+    assert f"over {64 * size + 16 * 2**20:,} (64 times its size and 16 MiB, at most " \
+        "PROFILE_ALL_MAX_UNPACKED): a damaged or crafted run folder, not read" in refused.stderr

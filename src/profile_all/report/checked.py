@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet
 
 from profile_all.errors import UsageError
+from profile_all.readers import limits
 
 
 def check_frame(frame: pd.DataFrame, run_dir: Path, name: str, numeric: list[str],
@@ -50,3 +52,40 @@ def possible_values(frame: pd.DataFrame, name: str) -> tuple[pd.DataFrame, list[
         f"left out of {name}: {count} row{'s' if count > 1 else ''} with a value no profile "
         f"holds (first: {where} = {first['value']:g} {first['unit']}): a damaged or crafted "
         "run folder"]
+
+
+#: what a parquet column chunk may hold beyond its values' bytes (page headers, lengths)
+_CHUNK_SLACK = 1 << 16
+#: the most a run folder's parquet file may unpack to: this many times its size, and
+#: MORE_BYTES more (profile-all's own unpack to 0.0-1.9 times theirs: names repeat, and
+#: are dictionary-encoded)
+TIMES_ITS_SIZE, MORE_BYTES = 64, 16 << 20
+
+
+def within_bounds(path: Path) -> None:
+    """Refuse a run folder's parquet file whose footer (read alone) says it unpacks beyond
+    its bounds: more than TIMES_ITS_SIZE its size and MORE_BYTES, more than the readers'
+    max_unpacked (readers/limits.py), or a text column of more than max_field bytes a
+    value (a 40 KB file holding one compressed 1,000 MiB name made `show` allocate 3.2
+    GB)."""
+    bound = limits.current()
+    try:
+        footer = pyarrow.parquet.ParquetFile(path).metadata
+    except (OSError, pyarrow.ArrowException) as error:
+        raise UsageError(f"{path} cannot be read: {error}") from None
+    total = 0
+    for group in (footer.row_group(number) for number in range(footer.num_row_groups)):
+        for chunk in (group.column(number) for number in range(group.num_columns)):
+            total += chunk.total_uncompressed_size
+            most = bound.max_field * max(chunk.num_values, 1) + _CHUNK_SLACK
+            if chunk.physical_type == "BYTE_ARRAY" and chunk.total_uncompressed_size > most:
+                raise UsageError(
+                    f"{path}: column {chunk.path_in_schema!r} unpacks to "
+                    f"{chunk.total_uncompressed_size:,} bytes for {chunk.num_values:,} "
+                    f"values, over the {bound.max_field:,} a value may hold (--max-field, "
+                    "PROFILE_ALL_MAX_FIELD): a damaged or crafted run folder, not read")
+    most = min(bound.max_unpacked, TIMES_ITS_SIZE * path.stat().st_size + MORE_BYTES)
+    if total > most:
+        raise UsageError(f"{path}: unpacks to {total:,} bytes, over {most:,} ({TIMES_ITS_SIZE} "
+                         f"times its size and {MORE_BYTES >> 20} MiB, at most "
+                         "PROFILE_ALL_MAX_UNPACKED): a damaged or crafted run folder, not read")

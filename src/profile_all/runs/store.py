@@ -135,6 +135,8 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata (nested "
                          "deeper than Python's JSON reader goes)") from None
     meta = RunRecord.from_json(said, run_dir)
+    if (run_dir / "report.parquet").is_file():
+        checked.within_bounds(run_dir / "report.parquet")
     try:
         with (run_dir / "report.parquet").open("rb") as rows:
             frame = pd.read_parquet(rows)
@@ -175,6 +177,8 @@ def _table(run_dir: Path, name: str, columns: list[str],
            numeric: list[str]) -> pd.DataFrame | None:
     """One of the run's extra tables (samples, timeline); None (the Report makes it empty)
     for a run saved without it."""
+    if (run_dir / name).is_file():
+        checked.within_bounds(run_dir / name)
     try:
         with (run_dir / name).open("rb") as rows:
             table = pd.read_parquet(rows)
