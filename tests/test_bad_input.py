@@ -193,3 +193,28 @@ def test_a_parquet_file_that_unpacks_beyond_the_bounds_is_refused_from_its_foote
     _refused(refused, "report.parquet: unpacks to ")
     assert f"over {64 * size + 16 * 2**20:,} (64 times its size and 16 MiB, at most " \
         "PROFILE_ALL_MAX_UNPACKED): a damaged or crafted run folder, not read" in refused.stderr
+
+
+def _passes_times(count: int):
+    def damage(run_dir: Path) -> None:
+        meta = json.loads((run_dir / "meta.json").read_text())
+        extra = meta["passes"][-1]
+        meta["passes"] += [dict(extra, number=number)
+                           for number in range(len(meta["passes"]) + 1, count + 1)]
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+    return damage
+
+
+def test_a_record_of_many_passes_is_cut_to_top_and_one_too_big_refused(good_run, tmp_path):
+    """A meta.json of 100,000 passes printed every one (8.5 MB, 56 s): the passes table is
+    cut to --top as other long tables are; a meta.json over 64 MiB is not read."""
+    many = _damaged(good_run, tmp_path, _passes_times(5000))
+    shown = profile_all("show", many, "--top", "5")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "4,995 more rows not shown (--top N to see more)" in shown.stdout
+    assert len(shown.stdout) < 100_000
+    huge = tmp_path / "huge"
+    shutil.copytree(good_run, huge)
+    with (huge / "meta.json").open("a") as meta:
+        meta.write(" " * (64 * 2**20))  # still valid JSON
+    _refused(profile_all("show", huge), "meta.json is 67,")

@@ -20,8 +20,22 @@ if TYPE_CHECKING:
 ATTRIBUTED_ENOUGH = 0.95
 
 
+#: the most problems said; the rest are counted (meta.json has every one)
+MOST_PROBLEMS = 50
+
+
 def problems(report: Report) -> list[str]:
-    """Skipped backends, failed passes and failing backends, one sentence each."""
+    """Skipped backends, failed passes and failing backends, one sentence each, each said
+    once, at most MOST_PROBLEMS (a record of 5,000 passes said one backend's note 5,000
+    times)."""
+    said = list(dict.fromkeys(_every_problem(report)))
+    if len(said) <= MOST_PROBLEMS:
+        return said
+    return [*said[:MOST_PROBLEMS], f"{fmt.counted(len(said) - MOST_PROBLEMS, 'more problem')} "
+            "not said here (meta.json holds every pass's)"]
+
+
+def _every_problem(report: Report) -> list[str]:
     lines = [f"backend {name} skipped: {why}"
              for name, why in report.meta.skipped_backends.items()]
     for summary in report.meta.passes:

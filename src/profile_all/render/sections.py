@@ -97,7 +97,8 @@ SECTIONS = (
             note="Most important first, from every backend's rows side by side; the "
                  "evidence names them.",
             in_terminal=False, with_findings=True),  # the terminal's headline
-    Section("passes", "Passes", tables.passes_table, note=OVERHEAD_NOTE, with_findings=True),
+    Section("passes", "Passes", tables.passes_table, long=True, note=OVERHEAD_NOTE,
+            with_findings=True),
     Section("latency", "Model latency (warm-up excluded)", model_tables.latency_table,
             with_findings=True),
     Section("batches", "Batch-size search", model_tables.batches_table, with_findings=True),

@@ -117,6 +117,11 @@ def write_html(report: Report) -> Path:
     return path
 
 
+#: the largest meta.json read: a run's record of 10,000 passes or ingested files is a few
+#: MiB; one of 100,000 passes took a minute to show, and printed every one
+MAX_META_BYTES = 64 << 20
+
+
 def load(run_dir: str | Path) -> Report:
     """The Report of a run directory; UsageError with one line when it cannot be read."""
     run_dir = validate.path("run_dir", run_dir)
@@ -126,6 +131,12 @@ def load(run_dir: str | Path) -> Report:
         if not (run_dir / name).resolve().is_relative_to(run_dir.resolve()):
             raise UsageError(f"{run_dir}/{name} is a link out of the run folder: refused")
     try:
+        size = (run_dir / "meta.json").stat().st_size
+        if size > MAX_META_BYTES:
+            raise UsageError(f"{run_dir}/meta.json is {size:,} bytes, over the "
+                             f"{MAX_META_BYTES >> 20} MiB a run's record holds (10,000 "
+                             "passes or files take a few): a damaged or crafted run folder, "
+                             "not read")
         said = json.loads((run_dir / "meta.json").read_text())
     except FileNotFoundError:
         raise UsageError(f"not a run directory: {run_dir} (no meta.json)") from None
