@@ -282,3 +282,35 @@ def test_annotations_nested_deeper_than_the_cap_are_left_out_and_said(tmp_path):
     regions = report.frame[(report.frame["scope"] == "region")
                            & (report.frame["metric"] == "calls")]
     assert len(regions) == 64
+
+
+def test_repeated_events_and_ranges_that_do_not_nest_are_left_out_and_said(tmp_path):
+    """A kernel and a step written twice (a GPU total twice the busy time, two steps), and a
+    range that starts inside another and ends after it (a child longer than its parent):
+    each left out, said, the report partial; the figures are those of the events once."""
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+            "ts": 80, "dur": 100}
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 130,
+              "dur": 5}
+    events = [step, dict(step), kernel, dict(kernel),
+              {"ph": "X", "cat": "user_annotation", "name": "outer", "pid": 1, "tid": 1,
+               "ts": 90, "dur": 30},
+              {"ph": "X", "cat": "user_annotation", "name": "overlapping", "pid": 1,
+               "tid": 1, "ts": 95, "dur": 40}, *GOOD]
+    trace = tmp_path / "twice.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    done = profile_all("ingest", trace, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = pa.load(tmp_path / "run")
+    assert report.meta.status == "partial"
+    assert f"{trace}: 2 events repeating an earlier one (the same name, thread or stream, " \
+        "start and duration) left out: counted once" in report.meta.doubts
+    assert f"{trace}: 1 annotation starting inside another of the same thread and ending " \
+        "after it left out (not nested: as a child it was longer than its parent)" in \
+        report.meta.doubts
+    frame = report.frame
+    kernels = frame[(frame["scope"] == "kernel") & (frame["metric"] == "calls")]
+    assert kernels["value"].tolist() == [1]
+    steps = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
+    assert steps["value"].tolist() == [1]
+    assert "overlapping" not in set(frame[frame["scope"] == "region"]["name"])

@@ -125,10 +125,10 @@ def _nsys_csv(path: Path) -> IngestedFile:
 def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
     from profile_all.readers.chrome_trace import load
     from profile_all.readers.trace_analysis import trace_rows
-    from profile_all.readers.trace_checks import drop_impossible, drop_too_deep
+    from profile_all.readers.trace_checks import drop_impossible, drop_repeated, drop_unnested
 
     trace = load(path) if parsed is None else parsed
-    doubts = drop_impossible(trace) + drop_too_deep(trace)
+    doubts = drop_impossible(trace) + drop_repeated(trace) + drop_unnested(trace)
     if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
         raise IngestError(f"{path}: a trace with no operator, kernel or range in it "
                           f"({trace.columns.events} events): nothing to report")

@@ -22,10 +22,18 @@ def too_deep(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray) ->
     """Per range, whether it sits inside MAX_DEPTH others of its thread (ranges nest per
     thread, the longer first where two start together). A range left out holds no level:
     its children are deeper still."""
+    return nest_check(threads, starts, ends)[0]
+
+
+def nest_check(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per range, (whether it sits inside MAX_DEPTH others of its thread, whether it starts
+    inside a range of its thread and ends after it: it does not nest, and as a child it
+    would be longer than its parent, its parent's time less than its children's)."""
     _names, thread_codes = np.unique(np.asarray([str(t) for t in threads], object),
                                      return_inverse=True)
     order = np.lexsort((-np.asarray(ends, float), np.asarray(starts, float), thread_codes))
-    deep = np.zeros(len(order), bool)
+    deep, unnested = np.zeros(len(order), bool), np.zeros(len(order), bool)
     open_ends: list[float] = []
     thread_now: object = None
     for position in order:
@@ -34,11 +42,13 @@ def too_deep(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray) ->
         start = starts[position]
         while open_ends and open_ends[-1] <= start:
             open_ends.pop()
-        if len(open_ends) >= MAX_DEPTH:
+        if open_ends and ends[position] > open_ends[-1]:
+            unnested[position] = True
+        elif len(open_ends) >= MAX_DEPTH:
             deep[position] = True
         else:
             open_ends.append(ends[position])
-    return deep
+    return deep, unnested
 
 
 def said(path: Path | str, count: int, what: str) -> list[str]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from profile_all.readers import chrome_trace, plausible, trace_bytes
 from profile_all.readers.chrome_trace import ChromeTrace
-from profile_all.readers.nesting import MAX_DEPTH, said, too_deep
+from profile_all.readers.nesting import nest_check, said
 from profile_all.readers.plausible import COUNT, DURATION, TIME, Field
 
 #: the timed columns: (attribute, position of ts, of dur, what an event of it is)
@@ -117,15 +117,50 @@ def drop_impossible(trace: ChromeTrace) -> list[str]:
     return tally.settled(trace.path)
 
 
-def drop_too_deep(trace: ChromeTrace) -> list[str]:
-    """Leave out of the trace's annotations those nested deeper than MAX_DEPTH
-    (readers/nesting.py); the doubt to say of them."""
+def drop_unnested(trace: ChromeTrace) -> list[str]:
+    """Leave out of the trace's annotations those nested deeper than MAX_DEPTH, and those
+    that start inside another of their thread and end after it (readers/nesting.py: a
+    child longer than its parent, a negative time of the parent's own); the doubts to say
+    of them."""
     events = trace.columns.annotations
-    if len(events) <= MAX_DEPTH:
+    if len(events) < 2:
         return []
     starts = np.fromiter((event[2] for event in events), float, len(events))
     ends = starts + np.fromiter((event[3] for event in events), float, len(events))
-    deep = too_deep([event[1] for event in events], starts, ends)
-    if deep.any():
-        trace.columns.annotations = list(compress(events, ~deep))
-    return said(trace.path, int(deep.sum()), "annotation")
+    deep, unnested = nest_check([event[1] for event in events], starts, ends)
+    if (deep | unnested).any():
+        trace.columns.annotations = list(compress(events, ~(deep | unnested)))
+    count = int(unnested.sum())
+    return said(trace.path, int(deep.sum()), "annotation") + ([
+        f"{trace.path}: {count:,} annotation{'s' if count > 1 else ''} starting inside "
+        "another of the same thread and ending after it left out (not nested: as a child "
+        "it was longer than its parent)"] if count else [])
+
+
+#: the fields that make two events of a kind one event written twice
+_SAME_EVENT = {"ops": (0, 1, 2, 3), "device": (0, 1, 2, 3, 4, 5), "runtime": (0, 1, 2, 3, 4),
+               "annotations": (0, 1, 2, 3)}
+
+
+def drop_repeated(trace: ChromeTrace) -> list[str]:
+    """Leave out of the trace's columns each event that repeats an earlier one (the same
+    name, thread or stream, start and duration: a trace joined with itself, or events
+    written twice): counted twice, a kernel doubled the GPU time over the device's busy
+    time, a step made two; the doubt to say of them."""
+    columns, repeated = trace.columns, 0
+    for attribute, fields in _SAME_EVENT.items():
+        events = getattr(columns, attribute)
+        seen: set[tuple] = set()
+        keep = []
+        for event in events:
+            key = tuple(event[at] for at in fields)
+            keep.append(key not in seen)
+            seen.add(key)
+        if not all(keep):
+            repeated += keep.count(False)
+            setattr(columns, attribute, list(compress(events, keep)))
+    if not repeated:
+        return []
+    return [f"{trace.path}: {repeated:,} event{'s' if repeated > 1 else ''} repeating an "
+            "earlier one (the same name, thread or stream, start and duration) left out: "
+            "counted once"]
