@@ -218,3 +218,21 @@ def test_a_record_of_many_passes_is_cut_to_top_and_one_too_big_refused(good_run,
     with (huge / "meta.json").open("a") as meta:
         meta.write(" " * (64 * 2**20))  # still valid JSON
     _refused(profile_all("show", huge), "meta.json is 67,")
+
+
+@pytest.mark.parametrize("where, said", [
+    ("out", "holds a name of 300 bytes, over the 255 a file system allows"),
+    ("deep out", "has 2,00"),
+    ("file", "holds a name of 305 bytes, over the 255 a file system allows"),
+])
+def test_a_path_no_file_system_holds_is_one_line(tmp_path, where, said):
+    """A name over the file system's limit, or 2,000 levels of `-o`: an OSError or a
+    RecursionError traceback before; one line and exit 2, nothing written."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1,
+         "dur": 2}]}))
+    out = {"out": tmp_path / ("x" * 300), "deep out": tmp_path.joinpath(*["d"] * 2000)}
+    files = [tmp_path / ("y" * 300 + ".json")] if where == "file" else [trace]
+    _refused(profile_all("ingest", *files, "-o", out.get(where, tmp_path / "run")), said)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]

@@ -132,7 +132,28 @@ def path(name: str, value: Any, *, optional: bool = False) -> Path | None:
         raise ArgumentTypeError(f"{name} must be a path (str or Path), not {_kind(value)}")
     if str(value) == "":
         raise ArgumentValueError(f"{name} is empty")
-    return Path(value)
+    given = Path(value)
+    _within_file_system_limits(name, given)
+    return given
+
+
+#: the longest name of one file (bytes) and the most folders a path may hold: what Linux's
+#: file systems allow (NAME_MAX), and a depth no project reaches (2,000 levels made
+#: Path.mkdir recurse past Python's limit)
+NAME_MAX, MAX_PARTS = 255, 256
+
+
+def _within_file_system_limits(name: str, given: Path) -> None:
+    """A path that no file system holds is one line, not an OSError or RecursionError
+    traceback from deep inside."""
+    shown = str(given) if len(str(given)) <= 80 else str(given)[:77] + "..."
+    if len(given.parts) > MAX_PARTS:
+        raise ArgumentValueError(f"{name}: {shown} has {len(given.parts):,} parts, over the "
+                                 f"{MAX_PARTS} a path may hold here")
+    longest = max((len(os.fsencode(part)) for part in given.parts), default=0)
+    if longest > NAME_MAX:
+        raise ArgumentValueError(f"{name}: {shown} holds a name of {longest:,} bytes, over "
+                                 f"the {NAME_MAX} a file system allows")
 
 
 def flag(name: str, value: Any) -> bool:
