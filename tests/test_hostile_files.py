@@ -314,3 +314,25 @@ def test_repeated_events_and_ranges_that_do_not_nest_are_left_out_and_said(tmp_p
     steps = frame[(frame["scope"] == "step") & (frame["metric"] == "calls")]
     assert steps["value"].tolist() == [1]
     assert "overlapping" not in set(frame[frame["scope"] == "region"]["name"])
+
+
+def test_a_deep_call_chain_of_one_long_file_name_is_cut_and_fits(tmp_path):
+    """A 60 KB pstats file: a 500-deep chain of functions sharing one 20,000-character file
+    name, stored once by marshal, derived call paths of gigabytes (a MemoryError): the call
+    tree stops at 64 levels, under a 3 GiB address-space limit."""
+    name = "/" + "f" * 20_000 + ".py"
+    depth = 500
+    stats = {(name, level + 1, f"f{level}"): (
+        1, 1, 0.001, (depth - level) * 0.002,
+        {(name, level, f"f{level - 1}"): (1, 1, 0.001, (depth - level) * 0.002)} if level
+        else {}) for level in range(depth)}
+    profile = tmp_path / "deep.prof"
+    profile.write_bytes(marshal.dumps(stats))
+    assert profile.stat().st_size < 100_000
+    done = subprocess.run(["prlimit", f"--as={3 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(profile), "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
+    assert 0 < len(calls) <= 66
+    assert calls["parent"].map(lambda path: path.count(" ▸ ") + 1 if path else 0).max() <= 65

@@ -5,8 +5,11 @@ calls from that caller; not one per call path. The tree is unfolded from the roo
 functions no profiled function called, the one with the most cumulative time) depth
 first, as SnakeViz unfolds it: a function reached by one path gets its callees' edge times
 scaled by the share of its own cumulative time that path holds; a function already on the
-path is not unfolded again (recursion); a node under MIN_SHARE of the root, or beyond
-MAX_NODES, is left out (its time stays in its caller's).
+path is not unfolded again (recursion); a node under MIN_SHARE of the root, beyond
+MAX_NODES, deeper than readers/nesting.py's MAX_DEPTH, or once the nodes' paths hold
+MAX_PATH_CHARS characters in all, is left out (its time stays in its caller's): a 60 KB
+pstats file of a 500-deep chain of functions sharing one 20,000-character file name
+(marshal stores it once) derived paths of gigabytes, a MemoryError.
 
 A node never holds less than its children together (an icicle's `branchvalues="total"`
 refuses such a tree and draws nothing). Under recursion pstats' edge times can claim more:
@@ -42,10 +45,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from profile_all.readers.nesting import MAX_DEPTH
 from profile_all.rows import call_path, row
 
 MIN_SHARE = 0.002
 MAX_NODES = 2000
+#: the characters the nodes' paths may hold in all (a path repeats its callers' names)
+MAX_PATH_CHARS = 32 << 20
 #: the file pstats gives built-in (C) functions
 BUILTIN = "~"
 _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
@@ -211,11 +217,15 @@ def call_rows(entries: dict[Any, tuple], name_of: Any,
     # smallest first onto the stack: the largest is unfolded next
     pending = [(root, "", *tree.node(root, seconds, frozenset([root])), frozenset([root]))
                for root, seconds in reversed(roots) if seconds >= MIN_SHARE * total]
-    while pending and len(rows) < MAX_NODES:
+    spent = 0  # the characters of the paths so far
+    while pending and len(rows) < MAX_NODES and spent < MAX_PATH_CHARS:
         function, parent, value, scale, on_path = pending.pop()
         name = name_of(function)
         rows.append(row("call", name, "cumulative_time", value, parent=parent))
         path = call_path(parent, name)
+        spent += len(path)
+        if len(on_path) > MAX_DEPTH:
+            continue
         children = tree.children(function, value, scale, on_path)
         for callee, (seconds, its) in sorted(children.items(), key=lambda c: c[1][0]):
             if seconds >= MIN_SHARE * total:
