@@ -336,3 +336,25 @@ def test_a_deep_call_chain_of_one_long_file_name_is_cut_and_fits(tmp_path):
     calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
     assert 0 < len(calls) <= 66
     assert calls["parent"].map(lambda path: path.count(" ▸ ") + 1 if path else 0).max() <= 65
+
+
+def test_deep_sampled_stacks_of_long_names_fit(tmp_path):
+    """A 6 MB speedscope file: 300 samples of stacks up to 1,000 frames of 5,000-character
+    names (15 s and 1.46 GB before the call tree's paths were bounded in characters): read
+    under a 3 GiB address-space limit."""
+    frames = [{"name": f"fn{i}_" + "n" * 5000, "file": "/x/a.py", "line": i}
+              for i in range(1000)]
+    samples = [list(range(1000 - k % 300)) for k in range(300)]
+    document = {"$schema": "https://www.speedscope.app/file-format-schema.json",
+                "shared": {"frames": frames}, "exporter": "py-spy@0.4.0", "name": "deep",
+                "profiles": [{"type": "sampled", "name": "MainThread", "unit": "none",
+                              "startValue": 0, "endValue": 300, "samples": samples,
+                              "weights": [1] * 300}]}
+    path = tmp_path / "deep.speedscope.json"
+    path.write_text(json.dumps(document))
+    done = subprocess.run(["prlimit", f"--as={3 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(path), "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
+    assert len(calls) > 0 and calls["parent"].str.len().sum() <= 32 * 2**20 + 256 * 5100

@@ -6,7 +6,7 @@ functions no profiled function called, the one with the most cumulative time) de
 first, as SnakeViz unfolds it: a function reached by one path gets its callees' edge times
 scaled by the share of its own cumulative time that path holds; a function already on the
 path is not unfolded again (recursion); a node under MIN_SHARE of the root, beyond
-MAX_NODES, deeper than readers/nesting.py's MAX_DEPTH, or once the nodes' paths hold
+MAX_NODES, deeper than readers/nesting.py's MAX_DEPTH, or once the nodes' paths hold its
 MAX_PATH_CHARS characters in all, is left out (its time stays in its caller's): a 60 KB
 pstats file of a 500-deep chain of functions sharing one 20,000-character file name
 (marshal stores it once) derived paths of gigabytes, a MemoryError.
@@ -45,13 +45,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from profile_all.readers.nesting import MAX_DEPTH
+from profile_all.readers.nesting import MAX_DEPTH, MAX_PATH_CHARS
 from profile_all.rows import call_path, row
 
 MIN_SHARE = 0.002
 MAX_NODES = 2000
-#: the characters the nodes' paths may hold in all (a path repeats its callers' names)
-MAX_PATH_CHARS = 32 << 20
 #: the file pstats gives built-in (C) functions
 BUILTIN = "~"
 _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")

@@ -16,6 +16,9 @@ import numpy as np
 #: the most ranges a range may sit inside and still be a row of its own (a Python call
 #: stack under a model's modules rarely passes 30; TensorBoard's own views show fewer)
 MAX_DEPTH = 64
+#: the characters a call tree's paths may hold in all (a path repeats its callers' names:
+#: long names deep down made gigabytes of them)
+MAX_PATH_CHARS = 32 << 20
 
 
 def too_deep(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from profile_all.readers.nesting import MAX_PATH_CHARS
 from profile_all.rows import call_path, row
 
-#: a call path under this share of the samples, or beyond MAX_NODES, is left out of the
-#: call tree (its time stays in its caller's box)
+#: a call path under this share of the samples, beyond MAX_NODES, or once the paths hold
+#: MAX_PATH_CHARS characters in all, is left out of the call tree (its time stays in its
+#: caller's box)
 MIN_SHARE = 0.002
 MAX_NODES = 2000
 #: the call tree holds this many frames of a stack at most (a recursion, or a file made to
@@ -59,13 +61,15 @@ class CallTree:
             return []
         heaviest = sorted(range(1, len(self.value)), key=lambda node: -self.value[node])
         kept: set[int] = {0}
-        rows = []
+        rows, spent = [], 0  # spent: the characters of the paths so far (MAX_PATH_CHARS)
         for node in heaviest:  # a caller holds at least its callees: it comes first
-            if len(rows) >= MAX_NODES or self.value[node] < MIN_SHARE * total:
+            if len(rows) >= MAX_NODES or self.value[node] < MIN_SHARE * total \
+                    or spent >= MAX_PATH_CHARS:
                 break
             if self.parent[node] not in kept:
                 continue
             kept.add(node)
-            rows.append(row("call", self.name[node], metric, self.value[node],
-                            parent=self.path_of(self.parent[node])))
+            parent = self.path_of(self.parent[node])
+            spent += len(parent)
+            rows.append(row("call", self.name[node], metric, self.value[node], parent=parent))
         return rows
