@@ -38,34 +38,47 @@ def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[st
     summed twice, its operators counted double."""
     named, found, said = [], [], []
     for path in map(Path, paths):
-        if not path.is_dir():
+        if path.is_dir():
+            found += _traces_in(path, said)
+        else:
             named.append(path)
-            continue
-        runs = sorted({p.parent for p in path.rglob("meta.json") if _run_folder(p.parent)})
-        said += [f"left out, a profile-all run folder: {run} (`profile-all show {run}` reads "
-                 "it)" for run in runs]
-        matched = sorted({p for pattern in TRACE_PATTERNS for p in path.rglob(pattern)
-                          if not any(p.is_relative_to(run) for run in runs)})
-        inside = [p for p in matched if p.is_file()]
-        said += [f"left out, not a file: {p} ({_what(p)})" for p in matched
-                 if not p.is_file() and not p.is_dir()]
-        if not inside:
-            raise IngestError(f"{path}: a directory with no trace file in it "
-                              f"({', '.join(TRACE_PATTERNS)}, at any depth"
-                              f"{', outside profile-all run folders' if runs else ''})")
-        found += inside
-    seen: dict[tuple[int, int], Path] = {}
+    once = _ReadOnce(said)
+    return ([path for path in named if once.first_time(path, "named")],
+            [path for path in found if once.first_time(path, "met")], said)
 
-    def first_time(path: Path, where: str) -> bool:
+
+def _traces_in(folder: Path, said: list[str]) -> list[Path]:
+    """The trace files a directory holds, outside profile-all run folders; what was left
+    out appended to `said`."""
+    runs = sorted({p.parent for p in folder.rglob("meta.json") if _run_folder(p.parent)})
+    said += [f"left out, a profile-all run folder: {run} (`profile-all show {run}` reads it)"
+             for run in runs]
+    matched = sorted({p for pattern in TRACE_PATTERNS for p in folder.rglob(pattern)
+                      if not any(p.is_relative_to(run) for run in runs)})
+    said += [f"left out, not a file: {p} ({_what(p)})" for p in matched
+             if not p.is_file() and not p.is_dir()]
+    inside = [p for p in matched if p.is_file()]
+    if not inside:
+        raise IngestError(f"{folder}: a directory with no trace file in it "
+                          f"({', '.join(TRACE_PATTERNS)}, at any depth"
+                          f"{', outside profile-all run folders' if runs else ''})")
+    return inside
+
+
+class _ReadOnce:
+    """Files told apart by device and inode: the second name of one is said, not read."""
+
+    def __init__(self, said: list[str]) -> None:
+        self.seen: dict[tuple[int, int], Path] = {}
+        self.said = said
+
+    def first_time(self, path: Path, where: str) -> bool:
         try:
             facts = path.stat()
         except OSError:  # the reader says what is wrong with it
             return True
-        first = seen.setdefault((facts.st_dev, facts.st_ino), path)
+        first = self.seen.setdefault((facts.st_dev, facts.st_ino), path)
         if first is not path:
-            said.append(f"read once: {path} ({where} twice)" if str(path) == str(first)
-                        else f"read once: {path} ({first} again)")
+            self.said.append(f"read once: {path} ({where} twice)" if str(path) == str(first)
+                             else f"read once: {path} ({first} again)")
         return first is path
-    named = [path for path in named if first_time(path, "named")]
-    found = [path for path in found if first_time(path, "met")]
-    return named, found, said
