@@ -269,3 +269,27 @@ def test_a_fifo_and_a_dangling_link_named_like_traces_are_said(tmp_path):
     doubts = pa.load(tmp_path / "run").meta.doubts
     assert f"left out, not a file: {logs / 'gone.json'} (a link to nothing)" in doubts
     assert f"left out, not a file: {logs / 'pipe.json'} (a FIFO)" in doubts
+
+
+def test_a_long_ingest_says_how_far_it_is(tmp_path):
+    """Many small rank files took minutes without a line: the CLI says every 10 s (here
+    PROFILE_ALL_HEARTBEAT_SECONDS's hundredth) how many it has read; the API tells its
+    `progress` at each file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for rank in range(120):
+        (logs / f"rank{rank:03}.json").write_text(json.dumps({
+            "distributedInfo": {"rank": rank, "world_size": 120}, "traceEvents": [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                 "ts": 10, "dur": 5}]}))
+    done = profile_all("ingest", logs, "-o", tmp_path / "run",
+                       env={"PROFILE_ALL_HEARTBEAT_SECONDS": "0.01"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("reading ")]
+    assert said and all(line.endswith(" s so far") and " of 120 files, " in line
+                        for line in said), done.stderr[-2000:]
+    told = []
+    pa.ingest([logs], tmp_path / "api", progress=lambda read, files: told.append((read, files)))
+    assert told == [(read, 120) for read in range(1, 121)]
+    with pytest.raises(pa.UsageError, match=r"progress must be a function of \(files read, "):
+        pa.ingest([logs], tmp_path / "bad", progress="yes")

@@ -148,13 +148,15 @@ def merge(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
 
 def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
            command: Sequence[str] | None = None, max_unpacked: int | str | None = None,
-           max_field: int | str | None = None, meanwhile: Any = None) -> Any:
+           max_field: int | str | None = None, meanwhile: Any = None,
+           progress: Any = None) -> Any:
     """A Report from profiler files that already exist (`profile-all ingest`): chrome
     traces (a file, or a directory of them), pstats, Nsight Systems exports and reports,
     `nsys stats` CSVs, mprofile .dat files; a rank per trace. `max_unpacked` (bytes a file
     may unpack to, default 4G) and `max_field` (characters of one name or field, default
     1M): a file beyond them is refused, not read (bytes or text like `512M`). meanwhile:
-    as for `run`."""
+    as for `run`. progress: called with (files read, files) as each is read (the CLI
+    says it every 10 s of a long ingest)."""
     from profile_all.runs import parse_ahead
 
     unpacked = validate.byte_size("max_unpacked", max_unpacked)
@@ -164,7 +166,9 @@ def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
         "command": validate.strings("command", command or [], paths_too=True),
         "max_unpacked": int(unpacked) if unpacked else None,
         "max_field": int(field) if field else None,
-        "meanwhile": validate.report_function("meanwhile", meanwhile)}
+        "meanwhile": validate.report_function("meanwhile", meanwhile),
+        "progress": validate.report_function("progress", progress,
+                                             of="(files read, files)")}
     with parse_ahead.started(paths, checked["max_unpacked"], checked["max_field"]) as ahead:
         from profile_all.runs.ingest import ingest as ingest_files  # (pandas: meanwhile)
 

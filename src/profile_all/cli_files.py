@@ -5,6 +5,7 @@ profile_all.cli, which makes bad input one line."""
 from __future__ import annotations
 
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -41,7 +42,25 @@ def ingest(
 
     drawing = Drawing(ERR_CONSOLE)
     drawing.show(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
-                           max_field=max_field, meanwhile=drawing))
+                           max_field=max_field, meanwhile=drawing, progress=_Reading()))
+
+
+class _Reading:
+    """A long ingest says how far it is, every HEARTBEAT_SECONDS (10,000 small rank files
+    took minutes without a line)."""
+
+    def __init__(self) -> None:
+        from profile_all.runner.watching.heartbeat import HEARTBEAT_SECONDS
+
+        self.every = HEARTBEAT_SECONDS
+        self.started = self.said = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.said >= self.every and done < total:
+            self.said = now
+            ERR_CONSOLE.print(f"reading {done:,} of {total:,} files, "
+                              f"{now - self.started:.0f} s so far", highlight=False)
 
 
 def merge(

@@ -41,10 +41,10 @@ def strings(name: str, value: Any, *, paths_too: bool = False) -> list[str]:
     return [os.fspath(item) for item in value]
 
 
-def report_function(name: str, value: Any) -> Any:
-    """None, or what can be called with a Report."""
+def report_function(name: str, value: Any, of: str = "the Report") -> Any:
+    """None, or what can be called (with a Report, or what `of` says)."""
     if value is not None and not callable(value):
-        raise ArgumentTypeError(f"{name} must be a function of the Report, not {_kind(value)}")
+        raise ArgumentTypeError(f"{name} must be a function of {of}, not {_kind(value)}")
     return value
 
 

@@ -33,7 +33,8 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
            command: list[str] | None = None, max_unpacked: int | None = None,
            max_field: int | None = None,
            meanwhile: Callable[[Report], object] | None = None,
-           ahead: parse_ahead.Parsing | None = None) -> Report:
+           ahead: parse_ahead.Parsing | None = None,
+           progress: Callable[[int, int], object] | None = None) -> Report:
     """Read every file first (a bad one stops everything before anything is written),
     each within the readers' limits (readers/limits.py); `ahead`: the traces' columns
     being parsed already (runs/parse_ahead.py)."""
@@ -41,7 +42,8 @@ def ingest(paths: Sequence[str | Path], out: Path | None = None,
         raise UsageError("ingest needs at least one file")
     RunDirectory.refuse_taken(out)
     with limits.applied(max_unpacked, max_field):
-        files, skipped, broken, said = _read_all(paths, ahead.ready() if ahead else None)
+        files, skipped, broken, said = _read_all(paths, ahead.ready() if ahead else None,
+                                                 progress)
     if not files:
         raise IngestError(f"no readable trace in {', '.join(map(str, paths))}: "
                           + "; ".join((broken + skipped)[:3]))
@@ -113,13 +115,15 @@ def _kept_copies(files: list[IngestedFile]) -> list[tuple[ArtifactRecord, Ingest
     return kept
 
 
-def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = None
+def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = None,
+              progress: Callable[[int, int], object] | None = None
               ) -> tuple[list[IngestedFile], list[str], list[str], list[str]]:
     """The files named, and those the directories named hold that are traces; why each of
     the others was left out: no trace (a config file), or a broken one (a rank lost); what
     the directories' listing said (files met again, read once; run folders left out)."""
     named, found, said = ingest_paths.expand(paths)
-    results = parallel_read.each(partial(_read_framed, parsed=parsed), [*named, *found])
+    results = parallel_read.each(partial(_read_framed, parsed=parsed), [*named, *found],
+                                 progress)
     files, skipped, broken = [], [], []
     for path, result in zip([*named, *found], results, strict=True):
         if not isinstance(result, Exception):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,23 @@ def _caught(read: Callable[[Path], Any], path: Path) -> Any:
         return error
 
 
-def each(read: Callable[[Path], Any], paths: Sequence[Path]) -> list[Any]:
-    """`read(path)` of every path, in order: its result, or the exception it raised."""
+def each(read: Callable[[Path], Any], paths: Sequence[Path],
+         progress: Callable[[int, int], object] | None = None) -> list[Any]:
+    """`read(path)` of every path, in order: its result, or the exception it raised;
+    `progress(files read, files)` told as each is read."""
     workers = min(len(paths), _cores())
     if workers < 2 or not forked.can_fork():
-        return [_caught(read, path) for path in paths]
+        return _told((_caught(read, path) for path in paths), len(paths), progress)
     with forked.frozen(), ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_caught, [read] * len(paths), paths))
+        return _told(pool.map(_caught, [read] * len(paths), paths), len(paths), progress)
+
+
+def _told(results: Iterable[Any], total: int,
+          progress: Callable[[int, int], object] | None) -> list[Any]:
+    out = []
+    for result in results:
+        out.append(result)
+        if progress is not None:
+            progress(len(out), total)
+    return out
