@@ -69,8 +69,9 @@ def within_bounds(path: Path) -> None:
     value (a 40 KB file holding one compressed 1,000 MiB name made `show` allocate 3.2
     GB)."""
     bound = limits.current()
-    try:
-        footer = pyarrow.parquet.ParquetFile(path).metadata
+    try:  # opened here: pyarrow encodes a path as UTF-8, which a folder's name may not be
+        with path.open("rb") as stream:
+            footer = pyarrow.parquet.ParquetFile(stream).metadata
     except (OSError, pyarrow.ArrowException) as error:
         raise UsageError(f"{path} cannot be read: {error}") from None
     total = 0
