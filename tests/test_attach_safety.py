@@ -110,8 +110,10 @@ def test_root_follows_no_link_the_process_s_user_plants(tmp_path, shared, monkey
                                                         answer, trace, said):
     """Root attaching to nobody's process: a link planted as the request made root
     overwrite a root-only file; links as the answer and trace copied a root-only trace
-    into root's report, or read /dev/zero to 2.46 GB and a MemoryError; a trace that
-    grows as it is read is read to the bound (here 1 MiB), no further."""
+    into root's report, or read /dev/zero to 2.46 GB and a MemoryError; a trace past the
+    bound (here 1 MiB) and growing as it is read is read to the bound, no further (written
+    past it before the answer: a growing thread alone lost the race on a loaded VM, and
+    the trace was read whole before it grew)."""
     secret = tmp_path / "secret"
     secret.mkdir(mode=0o700)
     victim = secret / "victim"

@@ -29,7 +29,9 @@ def asked(signum, frame):
     except (OSError, ValueError, KeyError):
         return
     trace = where / f"{me}.{window}.trace.json"
-    if trace_to == "grows":
+    if trace_to == "grows":  # past the attach's bound (1 MiB) before the answer, and on
+        with open(trace, "wb") as out:  # (a thread alone lost the race on a loaded VM)
+            out.write(b'{"traceEvents": [' + b" " * (2 << 20))
         threading.Thread(target=grow, args=(trace,), daemon=True).start()
     else:
         os.symlink(trace_to, trace)
@@ -41,8 +43,7 @@ def asked(signum, frame):
 
 
 def grow(trace: Path) -> None:
-    with open(trace, "wb") as out:
-        out.write(b'{"traceEvents": [')
+    with open(trace, "ab") as out:
         while not stop.exists():
             out.write(b" " * 65536)
             out.flush()
