@@ -198,9 +198,9 @@ def test_a_stopped_process_and_a_second_attach_are_refused(tmp_path):
         finally:
             os.kill(loop.pid, signal.SIGCONT)
         first = subprocess.Popen(
-            [sys.executable, "-m", "profile_all", "attach", str(loop.pid), "--duration", "3",
+            [sys.executable, "-m", "profile_all", "attach", str(loop.pid), "--duration", "10",
              "--torch-steps", "0", "-o", str(tmp_path / "first")], stderr=subprocess.PIPE,
-            text=True)
+            text=True)  # long enough for the second to start on a loaded machine (3 s: once not)
         assert "sampling process" in first.stderr.readline()
         second = profile_all("attach", loop.pid, "--duration", "1", "-o", tmp_path / "second")
         _out, first_err = first.communicate(timeout=60)

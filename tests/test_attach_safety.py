@@ -231,7 +231,8 @@ def test_two_users_attaching_at_once_one_is_refused(tmp_path, shared):
                 env={"HOME": str(shared)}) as loop:
         loop.wait_for("ready")
         named = file_name(loop.pid)
-        first = _attach(loop.pid, tmp_path / "first", "--duration", "2")
+        # long enough for the second to start on a loaded machine (at 2 s, once it did not)
+        first = _attach(loop.pid, tmp_path / "first", "--duration", "10")
         assert "sampling process" in first.stderr.readline()
         second = subprocess.run(
             [*AS_NOBODY, sys.executable, "-m", "profile_all", "attach", str(loop.pid), "-o",

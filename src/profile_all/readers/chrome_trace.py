@@ -270,7 +270,11 @@ EVENT_FIELDS = 4
 def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
                     path: Path | None) -> bool:
     """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined.
-    An event longer than EVENT_FIELDS x max_field is refused before it is parsed."""
+    An event longer than EVENT_FIELDS x max_field is refused before it is parsed. A chunk
+    cut inside an event (its boundary found in a string) is joined to more, by a span that
+    doubles each time and no further than an event may be long: joined an event at a time,
+    a trace written twice (its events array running through the second document's head)
+    parsed its chunk again for every event after the break, for minutes."""
     start = first
     longest = EVENT_FIELDS * limits.current().max_field
     while start < closing:
@@ -284,15 +288,17 @@ def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
                     f"{path}: an event is at least "
                     f"{(stop - start - CHUNK_BYTES) / 2**20:.0f} MiB long, over the "
                     f"{EVENT_FIELDS} x --max-field an event may hold: refused, not read")
+        more = 1 << 10
         while True:
             try:
                 events = _parse_array(data, start, stop)
                 break
             except orjson.JSONDecodeError:
-                if stop == closing:  # nothing left to join
-                    return False
-                boundary = _BOUNDARY.search(data, stop + 1, closing)
+                if stop == closing or stop - start > CHUNK_BYTES + longest:
+                    return False  # nothing left to join, or more than an event's length
+                boundary = _BOUNDARY.search(data, stop + more, closing)
                 stop = data.index(b"{", boundary.start() + 1) if boundary else closing
+                more *= 2
         collector.add(events)
         del events
         start = stop
