@@ -224,9 +224,7 @@ def read_columns(data: bytes, make: Callable[[], Any] = _Collector,
     if span is not None:
         opening, first, closing = span
         meta = orjson.loads(data[:opening + 1] + data[closing:])
-        collector = make()
-        if isinstance(meta, list):
-            meta = {}
+        collector, meta = make(), {} if isinstance(meta, list) else meta
         if isinstance(meta, dict) and _collect_chunks(data, first, closing, collector, path):
             meta.pop("traceEvents", None)
             return meta, collector
@@ -269,12 +267,9 @@ EVENT_FIELDS = 4
 
 def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
                     path: Path | None) -> bool:
-    """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined.
-    An event longer than EVENT_FIELDS x max_field is refused before it is parsed. A chunk
-    cut inside an event (its boundary found in a string) is joined to more, by a span that
-    doubles each time and no further than an event may be long: joined an event at a time,
-    a trace written twice (its events array running through the second document's head)
-    parsed its chunk again for every event after the break, for minutes."""
+    """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined
+    (by spans that double, up to an event's length: an event at a time took minutes on a
+    trace written twice). An event over EVENT_FIELDS x max_field is refused unparsed."""
     start = first
     longest = EVENT_FIELDS * limits.current().max_field
     while start < closing:
@@ -285,9 +280,9 @@ def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
             # the event across the chunk's edge runs at least from the edge to `stop`
             if stop - start - CHUNK_BYTES > longest:
                 raise limits.BeyondLimits(
-                    f"{path}: an event is at least "
-                    f"{(stop - start - CHUNK_BYTES) / 2**20:.0f} MiB long, over the "
-                    f"{EVENT_FIELDS} x --max-field an event may hold: refused, not read")
+                    f"{path}: an event is at least {(stop - start - CHUNK_BYTES) / 2**20:.0f}"
+                    f" MiB long, over the {EVENT_FIELDS} x --max-field an event may hold: "
+                    "refused, not read")
         more = 1 << 10
         while True:
             try:
