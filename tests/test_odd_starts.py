@@ -173,3 +173,41 @@ def test_a_target_that_removes_its_working_folder_keeps_its_py_spy_rows(tmp_path
     assert [p.status for p in report.meta.passes] == ["ok", "ok"]
     assert (tmp_path / "run" / "artifacts" / "py_spy.svg").is_file()
     assert not report.frame[report.frame["backend"] == "py-spy"].empty
+
+
+DEEP = """import sys
+import profile_all as pa
+sys.setrecursionlimit(50_000)
+def nest(level):
+    if level:
+        with pa.region(f"r{level}"):
+            nest(level - 1)
+for step in range(3):
+    with pa.region("step"):
+        nest(5000)
+    pa.step()
+"""
+
+
+def test_regions_nested_5000_deep_are_cut_at_64_and_said(tmp_path):
+    """5,000 nested `pa.region`s a step (7.8 GB, 36 s and a 2.1 GB folder before the cap),
+    run under a 3 GiB address-space limit: the 64 outer levels are rows, the calls inside
+    them counted in a note of each pass that hears regions, the folder small."""
+    script = tmp_path / "deep.py"
+    script.write_text(DEEP)
+    out = tmp_path / "run"
+    done = subprocess.run(["prlimit", f"--as={3 * 2**30}", sys.executable, "-m", "profile_all",
+                           "run", str(script), "-o", str(out), "-b", "wallclock", "-b",
+                           "torch-profiler"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = pa.load(out)
+    notes = {f["backend"]: f["error"] for p in report.meta.passes for f in p.backend_failures}
+    said = "14,811 pa.region calls nested deeper than 64 levels left out of the rows " \
+        "(their time is in the regions around them)"  # (5001 - 64) levels x 3 steps
+    assert notes == {"wallclock": said, "torch-profiler": said}
+    for backend in ("wallclock", "torch-profiler"):
+        calls = report.frame[(report.frame["scope"] == "region")
+                             & (report.frame["backend"] == backend)
+                             & (report.frame["metric"] == "calls")]
+        assert len(calls) == 64 and set(calls["value"]) == {3}
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 50 * 2**20

@@ -151,3 +151,20 @@ def test_the_python_path_behaves_as_the_c_path():
         env=env, capture_output=True, text=True, timeout=240, cwd=tests.parent)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout
+
+
+def test_regions_nested_deeper_than_the_cap_are_left_out_of_the_log(tmp_path):
+    """Pairing a journal of 100 nested regions: the 64 outer ones are samples, keyed by
+    their parents' paths, the 36 inside them counted."""
+    depth = 100
+    names = [f"level{d}" for d in range(depth)]
+    values = [v for d in range(depth) for v in (-(d + 1.0), float(d))] + \
+        [200.0 + d for d in range(depth)]
+    journal = tmp_path / "regions.journal"
+    journal.write_bytes(_record(0, values, names))
+    deep: list[int] = []
+    samples = read(journal, too_deep=deep)
+    assert deep == [36]
+    assert len(samples) == 64
+    assert ("level63", "/".join(names[:63])) in samples
+    assert list(samples[("level0", "")]) == [299.0]

@@ -103,3 +103,24 @@ def test_outside_profile_all_regions_do_nothing():
     with pa.region("nobody listens"):
         pa.step()
     assert pa.region("x") is pa.region("x")  # one cached object per name
+
+
+def _nested(depth: int) -> None:
+    if depth:
+        with pa.region(f"level{depth}"):
+            _nested(depth - 1)
+
+
+def test_regions_nested_deeper_than_the_cap_are_not_heard(recorder):
+    """A region inside 64 others reaches no backend (its path would repeat every name around
+    it); its exit neither, the count is kept, and the 64 outer ones pair as ever."""
+    before = regions.too_deep_calls()
+    _nested(100)
+    enters = [e for e in recorder.events if e[0] == "enter"]
+    exits = [e for e in recorder.events if e[0] == "exit"]
+    assert [e[1] for e in enters] == [f"level{d}" for d in range(100, 36, -1)]
+    assert [e[1:3] for e in exits] == [e[1:] for e in reversed(enters)]
+    assert regions.too_deep_calls() - before == 36
+    with pa.region("after"):  # the stack is whole again
+        pass
+    assert recorder.events[-1] == ("exit", "after", "", len(recorder.events) - 1)

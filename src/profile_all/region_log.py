@@ -31,6 +31,8 @@ from pathlib import Path
 from time import perf_counter
 from types import ModuleType
 
+from profile_all.depth_cap import MAX_DEPTH
+
 FLUSH_SECONDS = 0.2
 
 
@@ -83,6 +85,8 @@ class RegionLog:
         self.ended_at: float | None = None
         self._samples: Samples | None = None
         self._calls: Calls = []
+        #: region calls left out of the samples, nested deeper than MAX_DEPTH: after samples()
+        self.too_deep = 0
 
     def begin(self) -> None:
         """Regions are logged here from now on (the C buffers of an earlier log are dropped)."""
@@ -142,8 +146,10 @@ class RegionLog:
         journal. Regions still open are timed to `ended_at` (the target never left them)."""
         if self._samples is None:
             self.flush()
+            deep: list[int] = []
             self._samples = read(self.journal, self.ended_at, self._calls, self.left_out,
-                                 self.apart)
+                                 self.apart, deep)
+            self.too_deep = sum(deep)
             self.journal.unlink(missing_ok=True)
         return self._samples
 
@@ -155,11 +161,13 @@ class RegionLog:
 
 def read(journal: Path, ended_at: float | None = None, calls: Calls | None = None,
          left_out: Sequence[tuple[float, float]] = (),
-         apart: dict[tuple[str, str], list[int]] | None = None) -> Samples:
+         apart: dict[tuple[str, str], list[int]] | None = None,
+         too_deep: list[int] | None = None) -> Samples:
     """The samples of a journal; regions left open count to `ended_at`, or not at all
     without it (a killed process: when it died is not known). Top-level calls are
     appended to `calls` when given; the positions of the calls that start inside a span
-    of `left_out` (others' windows of steps), by region, to `apart`."""
+    of `left_out` (others' windows of steps), by region, to `apart`; each thread's count of
+    calls left out for their depth (deeper than MAX_DEPTH) to `too_deep`."""
     names: list[str] = []
     threads: dict[int, _Pairing] = {}
     samples: Samples = {}
@@ -185,6 +193,8 @@ def read(journal: Path, ended_at: float | None = None, calls: Calls | None = Non
     if ended_at is not None:
         for pairing in threads.values():
             pairing.close_open(ended_at)
+    if too_deep is not None:
+        too_deep += [pairing.too_deep for pairing in threads.values()]
     return samples
 
 
@@ -199,20 +209,27 @@ class _Pairing:
         self._calls = calls
         self._left_out = left_out
         self._apart = apart if apart is not None else {}
-        self._open: list[tuple[tuple[str, str], str, float]] = []  # (key, path, start)
+        self._open: list[tuple[tuple[str, str] | None, str, float]] = []  # (key, path, start)
         self._code: float | None = None  # an enter whose time is in the next record
         self._keys: dict[tuple[str, float], tuple[tuple[str, str], str]] = {}
+        self.too_deep = 0
 
     def add(self, events: array) -> None:
         stack, samples, code = self._open, self._samples, self._code
         for value in events:
             if code is not None:  # the enter's time
-                stack.append((*self._key(stack[-1][1] if stack else "", code), value))
+                if len(stack) >= MAX_DEPTH:
+                    self.too_deep += 1
+                    stack.append((None, "", value))
+                else:
+                    stack.append((*self._key(stack[-1][1] if stack else "", code), value))
                 code = None
             elif value < 0:
                 code = value
             elif stack:
                 key, _path, start = stack.pop()
+                if key is None:  # nested too deep: left out
+                    continue
                 series = samples.get(key)
                 if series is None:
                     series = samples[key] = array("d")
@@ -235,6 +252,8 @@ class _Pairing:
     def close_open(self, ended_at: float) -> None:
         while self._open:
             key, _path, start = self._open.pop()
+            if key is None:
+                continue
             self._samples.setdefault(key, array("d")).append(ended_at - start)
             if not self._open:
                 self._calls.append((key[0], start, ended_at))

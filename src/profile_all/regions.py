@@ -24,8 +24,10 @@ from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any, Protocol
 
+from profile_all.depth_cap import MAX_DEPTH
 from profile_all.region_log import FLUSH_SECONDS, NAMES, RegionLog, native
 from profile_all.safe_text import utf8
+from profile_all.steps_outside import OutsideAPass
 from profile_all.validate import ArgumentTypeError, ArgumentValueError
 
 
@@ -35,27 +37,9 @@ class RegionListener(Protocol):
     def step(self) -> None: ...
 
 
-class _OutsideAPass:
-    """Outside a pass, steps go to on_demand.py: a script's first `step()` makes it listen
-    for the torch.profiler windows `profile-all attach` may ask of it, and each marks a
-    step of a window that is open. A pass's listeners replace this before its target
-    runs."""
-
-    def __init__(self) -> None:
-        self._stepped: Callable[[], None] | None = None
-
-    def step(self) -> None:
-        if self._stepped is None:
-            from profile_all import on_demand
-
-            self._stepped = on_demand.stepped
-        self._stepped()
-
-
 _listeners: tuple[RegionListener, ...] = ()
 _single: RegionListener | None = None  # the listener, when there is exactly one (the usual case)
-_steppers: tuple[Any, ...] = (_OutsideAPass(),)  # every listener, and those that hear
-# only steps
+_steppers: tuple[Any, ...] = (OutsideAPass(),)  # every listener, and those of steps alone
 _threads = threading.local()
 _stacks: list[list[Any]] = []  # every thread's stack of open regions, for close_open()
 
@@ -63,6 +47,10 @@ _log: RegionLog | None = None  # the pass's log of region times, when a backend 
 _log_only = False  # the log, and no listener: the cheapest path
 _log_threads = threading.local()  # each thread's event array in _log (new with each log)
 _flush_due = float("inf")
+#: region calls this process left unheard, nested deeper than MAX_DEPTH (depth_cap.py)
+_too_deep = 0
+#: a stack's entry for such a call: no path, no listener, nothing to tell at its exit
+_UNHEARD = (None, None, None, None)
 
 
 def listen(listeners: Sequence[RegionListener], steppers: Sequence[Any] = (),
@@ -194,6 +182,11 @@ class Region(native.Marks if native is not None else _PythonMarks):  # type: ign
         except AttributeError:
             stack = _threads.stack = []
             _stacks.append(stack)
+        if len(stack) >= MAX_DEPTH:
+            global _too_deep
+            _too_deep += 1
+            stack.append(_UNHEARD)
+            return
         if stack:
             parent = stack[-1][0]
             path = parent + "/" + name
@@ -215,17 +208,22 @@ class Region(native.Marks if native is not None else _PythonMarks):  # type: ign
         if not stack:
             return
         _path, parent, listener, token = stack.pop()
-        if type(listener) is tuple:
-            for one, one_token in zip(listener, token, strict=True):
-                one.exit(self.name, parent, one_token)
-        else:
-            listener.exit(self.name, parent, token)
+        _tell_exit(self.name, parent, listener, token)
 
     def __call__(self, func: Callable) -> Callable:
         return _decorate(func, self.name or func.__qualname__)
 
     def __repr__(self) -> str:
         return f"region({self.name!r})"
+
+
+def _tell_exit(name: str, parent: str, listener: Any, token: Any) -> None:
+    """A region's exit to the listeners its enter told (none: nested too deep, unheard)."""
+    if type(listener) is tuple:
+        for one, one_token in zip(listener, token, strict=True):
+            one.exit(name, parent, one_token)
+    elif listener is not None:
+        listener.exit(name, parent, token)
 
 
 class _Unnamed(Region):
@@ -285,12 +283,14 @@ def close_open() -> None:
     for stack in _stacks:
         while stack:
             path, parent, listener, token = stack.pop()
-            name = path[len(parent) + 1:] if parent else path
-            if type(listener) is tuple:
-                for one, one_token in zip(listener, token, strict=True):
-                    one.exit(name, parent, one_token)
-            else:
-                listener.exit(name, parent, token)
+            if listener is not None:
+                _tell_exit(path[len(parent) + 1:] if parent else path, parent, listener, token)
+
+
+def too_deep_calls() -> int:
+    """The region calls this process has left unheard by backends so far, nested deeper
+    than MAX_DEPTH."""
+    return _too_deep
 
 
 def step() -> None:

@@ -49,11 +49,19 @@ class PassContext:
     windows: list[tuple[float, float]] = field(default_factory=list)
     #: where regions' wall times go for backends that set `region_times`
     region_log: RegionLog = field(init=False)
+    #: region calls left unheard for their depth before this pass (regions.too_deep_calls)
+    too_deep_before: int = field(init=False)
 
     def __post_init__(self) -> None:
+        self.too_deep_before = regions.too_deep_calls()
         self.region_log = RegionLog(
             self.scratch_dir / f"regions.pass{self.pass_index}.rank{self.rank}.journal",
             left_out=self.windows)
+
+    def too_deep(self) -> int:
+        """The region calls this pass's backends did not hear, nested deeper than
+        depth_cap.MAX_DEPTH (its region log's count once read: they hear the same calls)."""
+        return max(regions.too_deep_calls() - self.too_deep_before, self.region_log.too_deep)
 
     def artifact_path(self, filename: str) -> Path:
         """`artifacts/<filename>`, with `.rankN` before the suffix when several ranks run."""

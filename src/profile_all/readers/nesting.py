@@ -1,9 +1,7 @@
-"""How deep ranges nest, and the cap on it (MAX_DEPTH): a range inside MAX_DEPTH others is
-left out of the report's rows, counted, and said. A region's row is named by the path of
-the ranges around it, so a file of n ranges nested in one another derives n paths of up
-to n names: 5,000 nested annotations (a 0.5 MB trace) took 25 s and 2.65 GB, 20,000
-nested NVTX ranges no result in 150 s. Under the cap the paths hold at most MAX_DEPTH
-names, and the time of a range left out is still in its ancestors' (it ran inside them).
+"""How deep the ranges of a file read nest, against the cap on it (depth_cap.MAX_DEPTH): a
+range inside MAX_DEPTH others is left out of the report's rows, counted, and said. 5,000
+nested annotations (a 0.5 MB trace) took 25 s and 2.65 GB before the cap, 20,000 nested
+NVTX ranges no result in 150 s.
 """
 
 from __future__ import annotations
@@ -13,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-#: the most ranges a range may sit inside and still be a row of its own (a Python call
-#: stack under a model's modules rarely passes 30; TensorBoard's own views show fewer)
-MAX_DEPTH = 64
+from profile_all.depth_cap import MAX_DEPTH
+
 #: the characters a call tree's paths may hold in all (a path repeats its callers' names:
 #: long names deep down made gigabytes of them)
 MAX_PATH_CHARS = 32 << 20

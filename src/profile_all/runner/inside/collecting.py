@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from profile_all import depth_cap
+
 
 @dataclass
 class Gathered:
@@ -42,6 +44,10 @@ def gather(started: Sequence[Any], ctx: Any,
             gathered.failures += said_by(backend, collected)
         else:  # said once the rest is collected
             gathered.later.append({"backend": backend.name, "later": collected.later})
+    hearing = [b.name for b in started if b.region_times or callable(getattr(b, "enter", None))]
+    if hearing and (deep := ctx.too_deep()):
+        gathered.failures.append({"backend": "+".join(hearing), "phase": "note",
+                                  "error": depth_cap.said_of_regions(deep)})
     return gathered
 
 
