@@ -317,10 +317,10 @@ def test_repeated_events_and_ranges_that_do_not_nest_are_left_out_and_said(tmp_p
 
 
 def test_a_deep_call_chain_of_one_long_file_name_is_cut_and_fits(tmp_path):
-    """A 60 KB pstats file: a 500-deep chain of functions sharing one 20,000-character file
-    name, stored once by marshal, derived call paths of gigabytes (a MemoryError): the call
-    tree stops at 64 levels, under a 3 GiB address-space limit."""
-    name = "/" + "f" * 20_000 + ".py"
+    """A 30 KB pstats file: a 500-deep chain of functions sharing one 5,000-character file
+    name, stored once by marshal, derives call paths of 600 MB (20,000 characters: a
+    MemoryError): the call tree stops at 64 levels, under a 3 GiB address-space limit."""
+    name = "/" + "f" * 5_000 + ".py"
     depth = 500
     stats = {(name, level + 1, f"f{level}"): (
         1, 1, 0.001, (depth - level) * 0.002,
@@ -336,6 +336,23 @@ def test_a_deep_call_chain_of_one_long_file_name_is_cut_and_fits(tmp_path):
     calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
     assert 0 < len(calls) <= 66
     assert calls["parent"].map(lambda path: path.count(" ▸ ") + 1 if path else 0).max() <= 65
+
+
+def test_functions_sharing_one_long_name_are_refused_by_what_they_derive(tmp_path):
+    """An 889 KB pstats file of 20,000 functions sharing one 20,000-character file name
+    (marshal stores it once) derives 400 MB of names: 34 s, 6 GB and a 2 GB folder before
+    the bound; now one line, exit 2, nothing written, under a 1 GiB address-space limit."""
+    name = "/" + "f" * 20_000 + ".py"
+    profile = tmp_path / "wide.prof"
+    profile.write_bytes(marshal.dumps(
+        {(name, line, f"f{line}"): (1, 1, 0.001, 0.002, {}) for line in range(20_000)}))
+    assert profile.stat().st_size < 1_000_000
+    out = tmp_path / "run"
+    done = subprocess.run(["prlimit", f"--as={2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(profile), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    _refused(done, out, f"{profile}: its 20,000 functions' names hold 400,388,890 characters, "
+             "more than the 18,416,768 a pstats file of 888,904 bytes may derive")
 
 
 def test_deep_sampled_stacks_of_long_names_fit(tmp_path):

@@ -28,6 +28,16 @@ def function_name(key: tuple[str, int, str]) -> str:
 #: an ingest's peak memory per byte of a pstats file, its report included (a valid 88 MB
 #: file of 600,000 functions peaked at 4.0 GiB: 47 bytes a byte)
 PEAK_PER_BYTE = 50
+#: the characters of function names a pstats file may derive: NAME_CHARS_PER_BYTE a byte
+#: of it, and NAME_CHARS_FLOOR. marshal stores a string once however many functions share
+#: it, so names are not bounded by the bytes: real profiles derive about 0.5 characters a
+#: byte (`import torch, pandas`: 0.53), but 20,000 functions sharing one 20,000-character
+#: file name (an 889 KB file) derived 400 MB of them: 34 s, 6 GB and a 2 GB folder
+NAME_CHARS_PER_BYTE = 16
+NAME_CHARS_FLOOR = 4 << 20
+#: an ingest's peak memory per character of those names (each is in 4 rows, the CSV, the
+#: page): 32 MB of names peaked at 620 MB, 170 of it the interpreter's baseline
+PEAK_PER_NAME_CHAR = 16
 
 
 def load_stats(path: Path) -> pstats.Stats:
@@ -49,13 +59,23 @@ def load_stats(path: Path) -> pstats.Stats:
             f"{path}: not a pstats file this Python can read ({str(error)[:200]}); "
             "pstats files are marshal data tied to the Python version that wrote them "
             "(Python 2's cannot be read)") from None
-    _check_shape(path, stats.stats, bound)
+    names = _check_shape(path, stats.stats, bound)
+    most = NAME_CHARS_PER_BYTE * size + NAME_CHARS_FLOOR
+    if names > most:
+        raise limits.BeyondLimits(
+            f"{path}: its {len(stats.stats):,} functions' names hold {names:,} characters, "
+            f"more than the {most:,} a pstats file of {size:,} bytes may derive "
+            f"({NAME_CHARS_PER_BYTE} a byte, and {NAME_CHARS_FLOOR >> 20} Mi): marshal stores "
+            "a name once however many functions share it; refused, not read")
+    bound.fits_memory(path, names, PEAK_PER_NAME_CHAR)
     return stats
 
 
-def _check_shape(path: Path, entries: Any, bound: limits.Limits) -> None:
+def _check_shape(path: Path, entries: Any, bound: limits.Limits) -> int:
     """Each entry as pstats writes it: (file, line, function) -> (cc, nc, tt, ct,
-    {caller: (nc, cc, tt, ct)}), its names within the longest field."""
+    {caller: (nc, cc, tt, ct)}), its names within the longest field; returns the
+    characters of the functions' names (`function_name`, within a few of each)."""
+    names = 0
     def key_ok(key: Any) -> bool:
         return (type(key) is tuple and len(key) == 3 and type(key[0]) is str
                 and type(key[1]) is int and type(key[2]) is str)
@@ -68,6 +88,8 @@ def _check_shape(path: Path, entries: Any, bound: limits.Limits) -> None:
             raise IngestError(f"{path}: entry {position} is not what pstats writes "
                               f"({str(key)[:80]}): not a pstats file")
         bound.field(path, max(len(key[0]), len(key[2])), f"entry {position}'s name")
+        names += len(key[0]) + len(key[2]) + 10
+    return names
 
 
 def _reached(entries: dict[Any, tuple], own: OwnFrames) -> set[Any]:
