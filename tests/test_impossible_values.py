@@ -267,6 +267,26 @@ def test_mprof_samples_that_are_impossible(tmp_path):
     assert (peak, count) == (max(valid), len(valid))
 
 
+def test_mprof_samples_out_of_time_order_and_repeated_functions(tmp_path):
+    """An mprof file written twice (its second CMDLINE, samples and FUNC lines again): the
+    samples earlier than one before them and the FUNC lines repeated are left out, said;
+    the samples kept those of the file once."""
+    once = ["CMDLINE python train.py", *[f"MEM {100 + i:.1f} {1700000000 + i / 10:.4f}"
+                                         for i in range(10)],
+            "FUNC train.step 100.0 1700000000.1000 105.0 1700000000.5000 0"]
+    path = tmp_path / "mprofile_1.dat"
+    path.write_text("\n".join(once + once) + "\n")
+    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    report = _kept(result, tmp_path / "run", f"{path}: 10 of 20 samples no later than a sample "
+                   "before them (a file written twice, or joined to another) left out")
+    assert f"{path}: 1 FUNC lines that repeat one before them counted once" in \
+        report.meta.doubts
+    frame = report.frame
+    count = frame[frame["metric"] == "memory_samples"]["value"].item()
+    peak = frame[(frame["metric"] == "peak_rss") & (frame["scope"] == "run")]["value"].item()
+    assert (count, peak) == (10, 109.0 * 2**20)
+
+
 def test_real_files_of_other_projects_raise_no_doubt(fixtures, tmp_path):
     files = [*sorted((fixtures / "traces").glob("*.json.gz")),
              fixtures / "nsys" / "saxpy_mpi_cuda_2022.sqlite",

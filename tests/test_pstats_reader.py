@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import shutil
 
 import pandas as pd
@@ -40,3 +41,18 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.prof").write_bytes(b"")
     with pytest.raises(IngestError, match="not a pstats file"):
         read_pstats(tmp_path / "empty.prof")
+
+
+def test_a_profile_followed_by_more_bytes_is_refused(tmp_path):
+    """cProfile writes one marshal object; pstats reads the first and ignores the rest, so a
+    file written twice or joined to another read as the first alone, without a word."""
+    stats = {("job.py", 1, "main"): (1, 1, 0.5, 0.5, {})}
+    path = tmp_path / "twice.prof"
+    path.write_bytes(marshal.dumps(stats) * 2)
+    with pytest.raises(IngestError, match=rf"twice.prof: {len(marshal.dumps(stats)):,} bytes "
+                                          r"follow its profile \(a file written twice"):
+        read_pstats(path)
+    path.write_bytes(marshal.dumps([1, 2]))
+    with pytest.raises(IngestError, match=r"holds list \[1, 2\], not the functions of a "
+                                          "profile: not a pstats file"):
+        read_pstats(path)

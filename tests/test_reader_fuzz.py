@@ -1,9 +1,10 @@
 """Every reader, fed broken variants of real files (truncated, written twice, reordered,
 nested deeper, fields of the wrong type), ends in a report or in one line (a UsageError,
 which the CLI prints as one line with exit code 2), never in another exception, and a
-refused file leaves no folder behind. The files: a torch.profiler trace, a pstats file and
-an `nsys stats` CSV made here, and the other projects' files of ../shared/fixtures where
-they are (CI)."""
+refused file leaves no folder behind. The files: a torch.profiler trace, a pstats file, an
+`nsys stats` CSV, a py-spy speedscope file and an mprof file made here, and the other
+projects' files of ../shared/fixtures where they are (CI): traces of 2021 and 2024, an
+Nsight export and report, pstats of Python 3 and 2."""
 
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ def _events_changed(change: Callable[[list], list]) -> Callable[[bytes], bytes]:
     return changed
 
 
+def _json_changed(change: Callable[[dict], dict]) -> Callable[[bytes], bytes]:
+    return lambda data: json.dumps(change(json.loads(data))).encode()
+
+
+def _each_profile(document: dict, change: Callable[[dict], dict]) -> dict:
+    return {**document, "profiles": [change(p) for p in document["profiles"]]}
+
+
 def _typed_wrong(events: list) -> list:
     """A field of each kind of every third event given a value of another type."""
     wrong = [("ts", "12"), ("dur", [1]), ("name", {"a": 1}), ("pid", None), ("args", 7),
@@ -74,6 +83,21 @@ CSV = [("lines reordered", lambda data: b"\n".join(
        ("numbers as words", lambda data: data.replace(b"0", b"zero")),
        ("a column dropped", lambda data: b"\n".join(
            b",".join(line.split(b",")[1:]) for line in data.split(b"\n")))]
+SPEEDSCOPE = [
+    ("frame indices out of range", _json_changed(lambda doc: _each_profile(
+        doc, lambda p: {**p, "samples": [[i + 99 for i in stack] for stack in p["samples"]]}))),
+    ("weights as text", _json_changed(lambda doc: _each_profile(
+        doc, lambda p: {**p, "weights": [str(w) for w in p["weights"]]}))),
+    ("samples dropped", _json_changed(lambda doc: _each_profile(
+        doc, lambda p: {k: v for k, v in p.items() if k != "samples"}))),
+    ("frames of the wrong types", _json_changed(lambda doc: {
+        **doc, "shared": {"frames": [[f] for f in doc["shared"]["frames"]]}})),
+    ("stacks 3,000 deep", _json_changed(lambda doc: _each_profile(
+        doc, lambda p: {**p, "samples": [stack * 1000 for stack in p["samples"]]})))]
+MPROFILE = [("lines reordered", lambda data: b"\n".join(sorted(data.split(b"\n")))),
+            ("numbers as words", lambda data: data.replace(b"1", b"one")),
+            ("fields dropped", lambda data: b"\n".join(
+                line.rsplit(b" ", 1)[0] for line in data.split(b"\n")))]
 PSTATS = [("entries of the wrong types", lambda data: marshal.dumps(
     {key: list(value) for key, value in marshal.loads(data).items()})),
     ("callers of the wrong types", lambda data: marshal.dumps(
@@ -86,8 +110,21 @@ def _made_here(tmp: Path) -> dict[str, tuple[Path, list]]:
     cProfile.run("sorted(str(n) for n in range(2000))", str(profile))
     csv = tmp / "own_cuda_gpu_trace.csv"
     csv.write_text("\n".join([GPU_TRACE, *GPU_ROWS]) + "\n")
+    speedscope = tmp / "own.speedscope.json"
+    frames = [{"name": name, "file": "/nowhere/job.py", "line": line}
+              for line, name in enumerate(["<module>", "train", "forward"], 1)]
+    stacks = [[0, 1, 2]] * 5 + [[0, 1]] * 3
+    speedscope.write_text(json.dumps({
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "shared": {"frames": frames}, "exporter": "py-spy@0.4.3", "profiles": [
+            {"type": "sampled", "name": "MainThread", "unit": "seconds", "startValue": 0,
+             "endValue": 8, "samples": stacks, "weights": [0.01] * 8}]}))
+    mprofile = tmp / "mprofile_1.dat"
+    mprofile.write_text("CMDLINE python train.py\n" + "".join(
+        f"MEM {100 + i:.1f} {1700000000 + i / 10:.4f}\n" for i in range(10)))
     return {"trace": (trace, ANY + TRACE), "pstats": (profile, ANY + PSTATS),
-            "csv": (csv, ANY + CSV)}
+            "csv": (csv, ANY + CSV), "speedscope": (speedscope, ANY + SPEEDSCOPE),
+            "mprofile": (mprofile, ANY + MPROFILE)}
 
 
 def _fed(source: Path, name: str, change: Callable[[bytes], bytes], tmp: Path) -> None:
@@ -105,7 +142,7 @@ def _fed(source: Path, name: str, change: Callable[[bytes], bytes], tmp: Path) -
     assert report.run_dir == out and (out / "meta.json").is_file()
 
 
-@pytest.mark.parametrize("kind", ["trace", "pstats", "csv"])
+@pytest.mark.parametrize("kind", ["trace", "pstats", "csv", "speedscope", "mprofile"])
 def test_broken_variants_of_files_made_here(tmp_path, kind):
     source, variants = _made_here(tmp_path)[kind]
     for name, change in variants:
@@ -118,7 +155,14 @@ def test_broken_variants_of_files_made_here(tmp_path, kind):
 @pytest.mark.parametrize("name, variants", [
     ("traces/a100_nccl_rank0.json.gz", ANY + TRACE),
     ("nsys/pax_fsdp4_proc0_nvtx_pushpop_trace.csv.xz", ANY + CSV),
-    ("nsys/saxpy_mpi_cuda_2022.sqlite", ANY[:2])])
+    ("nsys/saxpy_mpi_cuda_2022.sqlite", ANY[:2]),
+    ("nsys/pdl_2p2c.nsys-rep", ANY),
+    ("traces/tensorboard_samples/resnet50_num_workers_0.worker0.1623143566756.pt.trace.json.gz",
+     [ANY[0], *TRACE[1:3]]),
+    ("traces/cpu_only_gloo_rank34.json.gz", ANY + TRACE),
+    ("traces/sampled_rank-0.json.gz", ANY[:2] + TRACE),
+    ("pstats/cprofile-cycle.pstats", ANY + PSTATS),
+    ("pstats/cprofile-cycle-py2.pstats", ANY)])
 def test_broken_variants_of_other_projects_files(fixtures, tmp_path, name, variants):
     source = fixtures / name
     for variant, change in variants:

@@ -156,7 +156,7 @@ def _pstats(path: Path) -> IngestedFile:
     from profile_all.readers.pstats_checks import check
     from profile_all.readers.pstats_reader import load_stats, read_pstats
 
-    check(path, load_stats(path).stats)  # (read twice: pstats files are small)
+    check(path, load_stats(path))  # (read twice: pstats files are small)
     return IngestedFile(path, "cprofile", 0, read_pstats(path))
 
 
@@ -171,7 +171,7 @@ def _mprofile(path: Path) -> IngestedFile:
         raise IngestError(str(error)) from None
     if not len(profile.times):
         raise IngestError(f"{path}: an mprofile file without a MEM sample")
-    doubts = mprofile.drop_impossible(path, profile)
+    doubts = mprofile.drop_impossible(path, profile) + mprofile.drop_unordered(path, profile)
     started = profile.times[0]
     return IngestedFile(path, "memory", 0, run_rows(profile, started),
                         {"command": profile.command}, timeline(profile, started), doubts)

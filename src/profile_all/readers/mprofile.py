@@ -113,6 +113,31 @@ def drop_impossible(path: str | Path, profile: Mprofile) -> list[str]:
     return tally.settled(path, "samples")
 
 
+def drop_unordered(path: str | Path, profile: Mprofile) -> list[str]:
+    """Leave out the samples (MEM, and each child's CHLD) no later than one before them, and
+    the FUNC lines that repeat one before: mprof writes each series in time order, so they
+    come of a file written twice or joined to another, whose samples would count twice and
+    draw the timeline backwards; the doubt to say of them."""
+    left_out, total = 0, len(profile.times) + sum(len(t) for t, _m in profile.children.values())
+    series = {"": (profile.times, profile.rss), **profile.children}
+    for child, (times, rss) in series.items():
+        before = np.maximum.accumulate(np.concatenate([[-np.inf], times]))[:-1]
+        keep = times > before
+        left_out += int((~keep).sum())
+        if child:
+            profile.children[child] = (times[keep], rss[keep])
+        else:
+            profile.times, profile.rss = times[keep], rss[keep]
+    said = [f"{path}: {left_out:,} of {total:,} samples no later than a sample before them "
+            "(a file written twice, or joined to another) left out"] if left_out else []
+    functions = list(dict.fromkeys(profile.functions))
+    if len(functions) < len(profile.functions):
+        said.append(f"{path}: {len(profile.functions) - len(functions):,} FUNC lines that "
+                    "repeat one before them counted once")
+        profile.functions = functions
+    return said
+
+
 def write(path: str | Path, command: str, samples: Iterable[str],
           functions: Iterable[tuple[str, float, float, float, float, int]]) -> None:
     """`samples` are MEM and CHLD lines as the sampler wrote them; functions as in Mprofile."""

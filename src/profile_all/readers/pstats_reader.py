@@ -10,7 +10,7 @@ not those of profile-all's hooks. The file keeps everything.
 
 from __future__ import annotations
 
-import io
+import marshal
 import pstats
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,11 @@ NAME_CHARS_FLOOR = 4 << 20
 PEAK_PER_NAME_CHAR = 16
 
 
-def load_stats(path: Path) -> pstats.Stats:
-    """The file's profile, read by pstats (marshal, which Python's documentation calls
-    unsafe for data from others) only once its size is within limits.current() (what
-    it begins with was checked by detect.py); its entries checked for the shape pstats
-    writes."""
+def load_stats(path: Path) -> dict[Any, tuple]:
+    """The file's entries, as pstats.Stats holds them, read by marshal (which Python's
+    documentation calls unsafe for data from others) only once its size is within
+    limits.current() (what it begins with was checked by detect.py); checked for the
+    shape pstats writes, and for the names they derive."""
     bound = limits.current()
     try:
         size = Path(path).stat().st_size
@@ -52,29 +52,38 @@ def load_stats(path: Path) -> pstats.Stats:
         raise IngestError(f"{path}: no such file") from None
     bound.unpacked(path, size)
     bound.fits_memory(path, size, PEAK_PER_BYTE)
-    try:  # (pstats prints what it finds invalid to its stream: not to our stdout)
-        stats = pstats.Stats(str(path), stream=io.StringIO())
-    except Exception as error:  # whatever marshal made of it, pstats could not use
+    try:
+        with open(path, "rb") as source:
+            entries = marshal.load(source)
+            after = size - source.tell()
+    except Exception as error:  # whatever marshal made of it
         raise IngestError(
             f"{path}: not a pstats file this Python can read ({str(error)[:200]}); "
             "pstats files are marshal data tied to the Python version that wrote them "
             "(Python 2's cannot be read)") from None
-    names = _check_shape(path, stats.stats, bound)
+    if after:  # cProfile and pstats write one object: what follows is another file's
+        raise IngestError(f"{path}: {after:,} bytes follow its profile (a file written "
+                          "twice, or joined to another): not a pstats file as cProfile "
+                          "writes one; refused, not read")
+    names = _check_shape(path, entries, bound)
     most = NAME_CHARS_PER_BYTE * size + NAME_CHARS_FLOOR
     if names > most:
         raise limits.BeyondLimits(
-            f"{path}: its {len(stats.stats):,} functions' names hold {names:,} characters, "
+            f"{path}: its {len(entries):,} functions' names hold {names:,} characters, "
             f"more than the {most:,} a pstats file of {size:,} bytes may derive "
             f"({NAME_CHARS_PER_BYTE} a byte, and {NAME_CHARS_FLOOR >> 20} Mi): marshal stores "
             "a name once however many functions share it; refused, not read")
     bound.fits_memory(path, names, PEAK_PER_NAME_CHAR)
-    return stats
+    return entries
 
 
 def _check_shape(path: Path, entries: Any, bound: limits.Limits) -> int:
     """Each entry as pstats writes it: (file, line, function) -> (cc, nc, tt, ct,
     {caller: (nc, cc, tt, ct)}), its names within the longest field; returns the
     characters of the functions' names (`function_name`, within a few of each)."""
+    if type(entries) is not dict or not entries:
+        raise IngestError(f"{path}: holds {type(entries).__name__} {str(entries)[:80]}, not "
+                          "the functions of a profile: not a pstats file")
     names = 0
     def key_ok(key: Any) -> bool:
         return (type(key) is tuple and len(key) == 3 and type(key[0]) is str
@@ -141,7 +150,7 @@ def read_pstats(path: Path) -> list[list[Any]]:
     """One row per function and metric: calls, primitive_calls, self_time, cumulative_time;
     and the call tree (scope `call`, see call_tree)."""
     rows = []
-    stats = load_stats(path).stats
+    stats = load_stats(path)
     own = own_frames(stats)
     functions = user_functions(stats, own) if own is not None else stats
     for key, (primitive, calls, self_time, cumulative, *_callers) in functions.items():
