@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install compiled hta demo test lint bench gpu-check clean
+.PHONY: install compiled hta tb-plugin demo test lint bench gpu-check clean
 
 $(BIN)/profile-all: pyproject.toml setup.py src/profile_all/_region_fast.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ install: $(BIN)/profile-all compiled
 # which computing needs not
 hta: install
 	$(BIN)/python -m pip install --no-deps "HolisticTraceAnalysis==0.5.0" pydot pyyaml networkx
+
+# TensorBoard's profiler plugin (torch-tb-profiler, with tensorboard), for the test and
+# script that set profile-all's views beside the plugin's own (scripts/checks/against_tb_plugin.py)
+tb-plugin: install
+	$(BIN)/python -m pip install "torch-tb-profiler==0.4.3"
 
 demo: install
 	$(BIN)/profile-all run scripts/examples/train_mlp.py -- --steps 100

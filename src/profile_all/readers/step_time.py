@@ -3,14 +3,15 @@ the activities the step launched) and TensorBoard's step time breakdown.
 
 A step is a `ProfilerStep#N` range of the host. Its device activities are those launched
 by runtime calls made while it was open (on any of the process's threads: autograd's
-thread launches the backward). TensorBoard's plugin extends a step to the end of the
-device work it launched; so does this: a step spans from its range's start to the later
-of its range's end and its last activity's end. Each moment of that span counts once, for
-the first of kernel, memcpy, memset, runtime (a CUDA runtime or driver call), data loader
-(`enumerate(DataLoader)...`: a range in torch 2 traces, an operator in older ones), CPU
-execution (any other operator),
-other (none of them: Python between operators, waiting) that was busy then, as the
-plugin's overview does.
+thread launches the backward). As TensorBoard's plugin does, steps tile the timeline
+(`_tiled`): a step begins at its range's start or where the step before ended, whichever
+is later, and ends at its range's end or its device work's, whichever is later. Each
+moment of that span counts once, for the first of kernel, memcpy, memset, communication
+(a communication kernel, or a `nccl:`/`gloo:` collective on the host), runtime (a CUDA
+runtime or driver call), data loader (`enumerate(DataLoader)...`: a range in torch 2
+traces, an operator in older ones), CPU execution (any other operator), other (none of
+them: Python between operators, waiting) that was busy then, as the plugin's overview
+does.
 """
 
 from __future__ import annotations
@@ -31,8 +32,15 @@ from profile_all.readers.device_time import (
 from profile_all.rows import row
 
 #: TensorBoard's categories, highest priority first (its overview's legend)
-CATEGORIES = ("kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other")
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu",
+              "other")
 _DATA_LOADER = "enumerate(DataLoader)"
+#: the host operators the plugin counts as communication (beside communication kernels)
+_COMMUNICATION_OPS = [f"{library}:{collective}" for library in ("nccl", "gloo") for collective
+                      in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")]
+#: a last step that launched fewer activities than this share of the step before it is not
+#: kept (the plugin's rule: the trace may have ended before its device work did)
+TAIL_SHARE = 0.8
 
 
 def _steps(annotations: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +86,40 @@ def _launching_step(steps: pd.DataFrame, device: pd.DataFrame, runtime: pd.DataF
     return np.where(known, step, -1)
 
 
+def _tiled(steps: pd.DataFrame, step_of: np.ndarray, starts: np.ndarray, ends: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each step's (begin, end) as TensorBoard's plugin tiles them, and how many steps to
+    keep. Where any step launched device work, a step begins at its range's start or where
+    the step before it ended, whichever is later, and ends at its range's end or its last
+    activity's end, whichever is later: the steps tile the timeline, none counting the
+    device tail of the one before. The first begins after device work launched before any
+    step that ends before the first step's own device work starts. The last steps that
+    launched nothing, and a last step that launched under 80% of the activities of the one
+    before it, are not kept: the trace may have ended before their device work did."""
+    begins = steps["ts"].to_numpy(float)
+    closes = begins + steps["dur"].to_numpy(float)
+    counts = np.bincount(step_of[step_of >= 0], minlength=len(steps))
+    if not counts.any():
+        return begins, closes, len(steps)
+    own = step_of == 0
+    previous = begins[0]
+    if own.any():
+        before = (step_of < 0) & (ends < starts[own].min())
+        previous = max(previous, float(ends[before].max())) if before.any() else previous
+    tiled_begins, tiled_ends = np.empty(len(steps)), np.empty(len(steps))
+    for number in range(len(steps)):
+        begin = max(previous, begins[number])
+        mine = step_of == number
+        end = max(closes[number], float(ends[mine].max())) if mine.any() else closes[number]
+        tiled_begins[number], tiled_ends[number] = begin, max(end, begin)
+        previous = tiled_ends[number]
+    keep = len(steps)
+    if keep > 1:
+        last = int(np.flatnonzero(counts).max())
+        keep = last if last > 0 and counts[last - 1] * TAIL_SHARE > counts[last] else last + 1
+    return tiled_begins, tiled_ends, keep
+
+
 def step_rows(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame,
               runtime: pd.DataFrame, scale: float) -> list[list[Any]]:
     """`step_time` (TensorBoard's breakdown, `wall_time`) and `device_time` rows per step,
@@ -86,20 +128,28 @@ def step_rows(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame
     if steps.empty:
         return []
     is_loader = ops["name"].str.startswith(_DATA_LOADER)
+    is_communication = ops["name"].isin(_COMMUNICATION_OPS)
+    collectives = annotations[annotations["name"].isin(_COMMUNICATION_OPS)]  # gloo's are ranges
     loading = pd.concat([ops.loc[is_loader, ["ts", "dur"]], annotations.loc[
         annotations["name"].str.startswith(_DATA_LOADER), ["ts", "dur"]]])
-    groups = [_merged(device[device["kind"] == kind]) for kind in ("kernel", "memcpy", "memset")]
-    groups += [_merged(runtime), _merged(loading), _merged(ops[~is_loader])]
+    types = typed(device) if not device.empty else np.empty(0, dtype=object)
+    kernels = (device["kind"] == "kernel").to_numpy()
+    talking = kernels & (types == "communication")
+    groups = [_merged(device[kernels & ~talking])]
+    groups += [_merged(device[device["kind"] == kind]) for kind in ("memcpy", "memset")]
+    groups += [_merged(pd.concat([device.loc[talking, ["ts", "dur"]],
+                                  ops.loc[is_communication, ["ts", "dur"]],
+                                  collectives[["ts", "dur"]]])),
+               _merged(runtime), _merged(loading), _merged(ops[~is_loader & ~is_communication])]
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
-    types = typed(device) if not device.empty else np.empty(0, dtype=object)
     step_of = _launching_step(steps, device, runtime)
+    begins, finals, keep = _tiled(steps, step_of, starts, ends)
     rows = []
-    for number, (name, ts, dur) in enumerate(steps[["name", "ts", "dur"]].itertuples(False)):
-        begin, end = float(ts), float(ts) + float(dur)
+    for number, name in enumerate(steps["name"][:keep]):
+        begin, end = begins[number], finals[number]
         mine = np.flatnonzero(step_of == number)
         if len(mine):
-            end = max(end, float(ends[mine].max()))
             rows += split_rows(starts[mine], ends[mine], types[mine], scale, parent=name)
             rows += combination_rows(starts[mine], ends[mine], types[mine], scale, parent=name)
         lengths = intervals.prioritised([_within(group, begin, end) for group in groups])

@@ -38,10 +38,13 @@ DEVICE_TIME_NOTE = (
     "memory (copies, fills), other that ran then; idle is when none ran. HTA's temporal "
     "breakdown: its non-computation time is communication + memory + other.")
 STEP_TIME_NOTE = (
-    "TensorBoard's step time breakdown: each moment of a step (its range, extended to the "
-    "end of the device work it launched) counted once, for the first of kernel, memcpy, "
-    "memset, runtime (a CUDA call), data loader, CPU execution (an operator) busy then; "
-    "other is none of them (Python between operators, waiting).")
+    "TensorBoard's step time breakdown: steps tile the timeline (a step begins at its "
+    "range's start or the step before's end, and ends at its range's end or its device "
+    "work's, whichever is later); each moment counted once, for the first of kernel, "
+    "memcpy, memset, communication, runtime (a CUDA call), data loader, CPU execution (an "
+    "operator) busy then; other is none of them (Python between operators, waiting). As "
+    "in the plugin, the last steps whose device work the trace may not hold all of (none, "
+    "or under 80% of the step before's activities) are left out.")
 LAUNCH_NOTE = (
     "Per CUDA call that launches device work: its CPU time, the device time of what it "
     "launched, and the launch delay from the call's end to the work's start (queued behind "

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 Figure = dict[str, Any]
 _DEVICE_PARTS = ["computation", "communication", "memory", "other", "idle"]
-_STEP_PARTS = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other"]
+_STEP_PARTS = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu",
+               "other"]
 
 
 def _stacked(labels: list[str], table: pd.DataFrame, parts: list[str], title: str,

@@ -46,7 +46,8 @@ def step_time_table(report: Report) -> pd.DataFrame:
     """A trace with no device activity shows no device column (all zero)."""
     table = report.step_time()
     device = {"kernel": ("kernel", fmt.seconds), "memcpy": ("memcpy", fmt.seconds),
-              "memset": ("memset", fmt.seconds), "runtime": ("runtime", fmt.seconds)}
+              "memset": ("memset", fmt.seconds), "communication": ("communication", fmt.seconds),
+              "runtime": ("runtime", fmt.seconds)}
     if not table.empty and not table[list(device)].to_numpy().any():
         device = {}
     return _shown(table, {

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from profile_all.report.run_data import RunData
 
 DEVICE_TYPES = ["computation", "communication", "memory", "other"]
-STEP_CATEGORIES = ["kernel", "memcpy", "memset", "runtime", "data_loader", "cpu", "other"]
+STEP_CATEGORIES = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader",
+                   "cpu", "other"]
 _KEYS = ["pass", "rank"]
 
 

@@ -1,0 +1,97 @@
+"""profile-all's step time breakdown beside TensorBoard's profiler plugin's own, on the same
+trace.
+
+The plugin (`pip install torch-tb-profiler==0.4.3`, which brings tensorboard) computes its
+overview with `RunProfileData`; profile-all ingests the same file. Per step of the
+plugin's overview: the step's time, and each category of its breakdown (kernel, memcpy,
+memset, communication, runtime, data loader, CPU exec, other), each within TOLERANCE (1%)
+of the plugin's, absolute for a figure under 1% of the step.
+
+On traces written by torch 2 and later the plugin (last released in 2022) is wrong in three
+ways, known from the trace itself: it reads no CUDA runtime or driver call (their
+categories, `cuda_runtime` and `cuda_driver`, are not in its `EventTypeMap`: its runtime
+is 0 for a trace that holds thousands of `cudaLaunchKernel`); it counts NCCL's kernels as
+computation kernels (it ties a kernel to communication only through the external id of an
+`nccl:` operator, which torch 2's launches through `record_param_comms` do not carry); and
+it drops every `user_annotation` range but steps and collectives, the DataLoader's
+`enumerate(DataLoader)#...__next__` among them (its data loader is 0). On such a trace the
+runtime it misses is its CPU exec, NCCL's kernel time its kernel, the data loader its CPU
+exec and other: the step's time is compared, its device part (kernel, memcpy, memset,
+communication) and its host part (runtime, data loader, CPU exec, other).
+
+    python scripts/checks/against_tb_plugin.py TRACE [TRACE...]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+import profile_all as pa
+
+TOLERANCE = 0.01
+US = 1e-6
+#: the plugin's ProfileRole order (its overview's legend), as profile-all names them
+CATEGORIES = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu",
+              "other"]
+#: the categories of a torch 2 trace the plugin cannot tell apart (above), compared summed
+BLIND_SUMMED = {"device": ["kernel", "memcpy", "memset", "communication"],
+                "host": ["runtime", "data_loader", "cpu", "other"]}
+
+
+def _plugin(path: str):
+    logging.disable(logging.WARNING)
+    from torch_tb_profiler.profiler.data import RunProfileData
+
+    return RunProfileData.parse("worker", "span", path, tempfile.mkdtemp())
+
+
+def _blind(path: str) -> bool:
+    """Whether the trace holds CUDA runtime calls in the categories the plugin drops."""
+    opened = gzip.open if path.endswith(".gz") else open
+    with opened(path, "rt") as source:
+        events = json.load(source)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return any(str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver") or (
+        e.get("cat") == "user_annotation" and str(e.get("name")).startswith("enumerate("))
+        for e in events)
+
+
+def _check(label: str, ours: float, theirs: float, scale: float) -> bool:
+    fine = abs(ours - theirs) <= TOLERANCE * max(abs(theirs), scale * TOLERANCE)
+    print(f"{'ok  ' if fine else 'FAIL'} {label:44} profile-all {ours:12.1f} µs  "
+          f"plugin {theirs:12.1f} µs")
+    return fine
+
+
+def compare(path: str) -> bool:
+    plugin = _plugin(path)
+    report = pa.ingest([path], Path(tempfile.mkdtemp()) / "run")
+    ours = report.step_time().set_index("step")
+    blind = _blind(path)
+    fine = [sorted(ours.index) == sorted(f"ProfilerStep#{n}" for n in plugin.steps_names)]
+    print(f"{'ok  ' if fine[0] else 'FAIL'} steps: profile-all {list(ours.index)}, plugin "
+          f"{plugin.steps_names}")
+    for number, name in enumerate(plugin.steps_names):
+        costs = plugin.steps_costs[number].costs
+        step = ours.loc[f"ProfilerStep#{name}"]
+        total = costs[len(CATEGORIES)]
+        fine.append(_check(f"step {name} time", step["step_time"] / US, total, total))
+        if blind:
+            fine += [_check(f"step {name} {part}", step[summed].sum() / US,
+                            sum(costs[CATEGORIES.index(c)] for c in summed), total)
+                     for part, summed in BLIND_SUMMED.items()]
+            continue
+        fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
+                 for index, category in enumerate(CATEGORIES)]
+    print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
+          + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
+    return all(fine)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if all([compare(path) for path in sys.argv[1:]]) else 1)
