@@ -32,13 +32,17 @@ def _trace(rank: int, gemm: float) -> dict:
               x("cpu_op", "aten::mm", 1, 8, 10), x("cpu_op", "aten::relu", 1, 28, 5)]
     events += [x("cuda_runtime", name, 1, ts, dur, correlation=c)
                for name, ts, dur, c in launches]
-    events += [x("kernel", "gemm_kernel", 7, 16, gemm, correlation=1, stream=7),
-               x("kernel", "ncclKernel_AllReduce_RING", 9, 26, 60, correlation=2, stream=9),
-               x("kernel", "relu_kernel", 7, 50, 4, correlation=3, stream=7),
+    events += [x("kernel", "volta_h884gemm_kernel", 7, 16, gemm, correlation=1, stream=7,
+                 device=0, **{"blocks per SM": 0.5, "est. achieved occupancy %": 40}),
+               x("kernel", "ncclKernel_AllReduce_RING", 9, 26, 60, correlation=2, stream=9,
+                 device=0, **{"blocks per SM": 0.75, "est. achieved occupancy %": 10}),
+               x("kernel", "relu_kernel", 7, 50, 4, correlation=3, stream=7, device=0),
                x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 7, 90, 5, correlation=4,
                  stream=7, bytes=4096),
-               x("kernel", "fill_kernel", 9, 96, 2, correlation=5, stream=9)]
-    return {"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}
+               x("kernel", "fill_kernel", 9, 96, 2, correlation=5, stream=9, device=0)]
+    return {"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2},
+            "deviceProperties": [{"id": 0, "name": "Tesla V100", "totalGlobalMem": 2**34,
+                                  "computeMajor": 7, "computeMinor": 0}]}
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +111,18 @@ def test_step_time_breakdown_as_tensorboard(two_ranks):
     assert step["step"] == "ProfilerStep#1"
 
 
+def test_gpu_summary_as_tensorboard(two_ranks):
+    gpu = two_ranks.gpu_metrics().set_index("rank").loc[0]
+    # the step spans 0-100 µs (its kernels end by 98); kernels busy [16,86]+[96,98]: 72;
+    # blocks per SM: gemm 0.5 on [16,46], nccl 0.75 on [26,86]: 0.5x10 + 1(capped)x20 +
+    # 0.75x40 = 55; occupancy by kernel time (40% x 30 + 10% x 60) / 90; the h884 gemm
+    # uses Tensor Cores: 30 of the 96 µs of kernels
+    assert (gpu["device"], gpu["model"], gpu["total_memory"], gpu["compute_capability"]) \
+        == ("GPU 0", "Tesla V100", 2**34, 7.0)
+    assert (gpu["utilization"], gpu["sm_efficiency"], gpu["occupancy"],
+            gpu["tensor_core_share"]) == pytest.approx((0.72, 0.55, 18 / 90, 30 / 96))
+
+
 def test_straggler_named_with_its_step(two_ranks):
     stragglers = two_ranks.stragglers().iloc[0]
     assert stragglers["most_computation_rank"] == 1
@@ -126,7 +142,7 @@ def test_every_output_has_the_analyses(two_ranks, tmp_path):
     for title in ("Device time by type, per rank", "Step time breakdown, per rank and step",
                   "Communication overlap, per rank",
                   "Kernel launches, per rank", "Idle time per stream, by cause",
-                  "Stragglers, per step"):
+                  "Stragglers, per step", "GPU summary, per rank and device"):
         assert title in shown.stdout and title in summary and title in page
     assert "Device time per rank" in page and "Step time breakdown" in page  # the charts
 
@@ -166,9 +182,10 @@ def _against_tb_plugin():
     "tensorboard_samples/resnet50_num_workers_0.worker0.1623143566756.pt.trace.json.gz",
     "tensorboard_samples/resnet50_num_workers_4.worker0.1623213129365.pt.trace.json.gz",
     "a100_nccl_rank0.json.gz", "sampled_rank-0.json.gz", "cpu_only_gloo_rank34.json.gz"])
-def test_step_breakdown_within_one_percent_of_tensorboard_s_plugin(fixtures, name, capsys):
+def test_overview_within_one_percent_of_tensorboard_s_plugin(fixtures, name, capsys):
     """The plugin's own RunProfileData on its ResNet-50 samples (steps 6-10 were 4.9-9.0%
-    longer before steps tiled the timeline) and on other projects' traces."""
+    longer before steps tiled the timeline) and on other projects' traces: the step time
+    breakdown and the GPU summary."""
     check = _against_tb_plugin()
     assert check.compare(str(fixtures / "traces" / name)), capsys.readouterr().out
     assert "FAIL" not in capsys.readouterr().out

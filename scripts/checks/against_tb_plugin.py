@@ -1,5 +1,5 @@
-"""profile-all's step time breakdown beside TensorBoard's profiler plugin's own, on the same
-trace.
+"""profile-all's step time breakdown and GPU summary beside TensorBoard's profiler plugin's
+own, on the same trace.
 
 The plugin (`pip install torch-tb-profiler==0.4.3`, which brings tensorboard) computes its
 overview with `RunProfileData`; profile-all ingests the same file. Per step of the
@@ -34,6 +34,7 @@ from pathlib import Path
 import profile_all as pa
 
 TOLERANCE = 0.01
+SHARE_POINTS = 0.005  # half a point, for shares
 US = 1e-6
 #: the plugin's ProfileRole order (its overview's legend), as profile-all names them
 CATEGORIES = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu",
@@ -68,6 +69,33 @@ def _check(label: str, ours: float, theirs: float, scale: float) -> bool:
     return fine
 
 
+def _gpu(plugin, report) -> list[bool]:
+    """The GPU summary per device: utilization, estimated SM efficiency and occupancy (the
+    plugin's in percent), and the share of kernel time in Tensor Core kernels (the
+    plugin's kernel view's, of every kernel: its summary's counts only the kernels it tied
+    to an operator, none on a torch 2 trace)."""
+    metrics = plugin.gpu_metrics_parser
+    ours = report.gpu_metrics().set_index("device")
+    fine = [sorted(ours.index) == [f"GPU {gpu}" for gpu in sorted(metrics.gpu_ids)]]
+    for gpu in sorted(metrics.gpu_ids):
+        mine = ours.loc[f"GPU {gpu}"]
+        theirs = {"utilization": metrics.gpu_utilization[gpu],
+                  "sm_efficiency": metrics.avg_approximated_sm_efficiency_per_device[gpu],
+                  "occupancy": (metrics.avg_occupancy_per_device[gpu] or 0) / 100}
+        if len(metrics.gpu_ids) == 1:
+            theirs["tensor_core_share"] = plugin.tc_used_ratio or 0.0
+        fine += [_share(f"GPU {gpu} {name}", mine[name], value)
+                 for name, value in theirs.items() if value is not None]
+    return fine
+
+
+def _share(label: str, ours: float, theirs: float) -> bool:
+    fine = abs(ours - theirs) <= SHARE_POINTS
+    print(f"{'ok  ' if fine else 'FAIL'} {label:44} profile-all {ours:12.2%}     "
+          f"plugin {theirs:12.2%}")
+    return fine
+
+
 def compare(path: str) -> bool:
     plugin = _plugin(path)
     report = pa.ingest([path], Path(tempfile.mkdtemp()) / "run")
@@ -88,6 +116,7 @@ def compare(path: str) -> bool:
             continue
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
+    fine += _gpu(plugin, report)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
           + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
     return all(fine)

@@ -78,6 +78,16 @@ UNIT_OF_METRIC = {
     "communication_time": "s",
     "communication_overlap": "s",
     "attributed_share": "ratio",
+    # TensorBoard's GPU summary, per device of a trace (readers/gpu_metrics.py): shares of
+    # the steps' span, and the device's properties (its name in the stat column of
+    # `device_model`)
+    "utilization": "ratio",
+    "sm_efficiency": "ratio",
+    "occupancy": "ratio",
+    "tensor_core_share": "ratio",
+    "device_model": "count",
+    "total_memory": "B",
+    "compute_capability": "count",
     # HTA's analyses of a trace (readers/device_time.py): a stream's idle gaps by cause,
     # and per launch (runtime call) its delay and its outliers
     "host_wait": "s",

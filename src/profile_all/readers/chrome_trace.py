@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from profile_all.readers import IngestError, limits, trace_bytes
+from profile_all.readers import IngestError, event_args, limits, trace_bytes
 from profile_all.readers.matmul_flops import matmul_flops
 
 CHUNK_BYTES = 4 << 20
@@ -173,11 +173,11 @@ class _Collector:
         elif kind == "gpu_annotation":
             columns.gpu_annotations.append((name, dur))
         elif kind == "runtime":
-            columns.runtime.append((name, thread, ts, dur, _correlation(args),
-                                    _external_id(args)))
+            columns.runtime.append((name, thread, ts, dur, event_args.correlation(args),
+                                    event_args.external_id(args)))
         else:
-            columns.device.append((name, kind, thread, ts, dur, _correlation(args),
-                                   _number(args.get("bytes"))))
+            columns.device.append((name, kind, thread, ts, dur, event_args.correlation(args),
+                                   *event_args.device_args(args)))
 
     def _op(self, name: str, thread: str, ts: Any, dur: Any, args: dict) -> tuple:
         """An operator's columns: its FLOPs as the trace says, else derived from its input
@@ -187,7 +187,7 @@ class _Collector:
         shapes = str(dims) if dims else None
         if shapes is not None and len(shapes) > 4096:
             self._limits.field(self._path, len(shapes), f"{name!r}'s Input Dims")
-        return name, thread, ts, dur, _external_id(args), flops, shapes
+        return name, thread, ts, dur, event_args.external_id(args), flops, shapes
 
     def _flow(self, event: dict) -> None:
         """A flow event's end (ac2g: a launch's start, its kernel's finish) by its thread
@@ -200,20 +200,6 @@ class _Collector:
         key = (f"{event.get('pid')}:{event.get('tid')}", ts)
         target = self.columns.flow_starts if event["ph"] == "s" else self.columns.flow_finishes
         target[key] = flow_id
-
-
-def _correlation(args: dict) -> int:
-    value = args.get("correlation", -1)
-    return value if isinstance(value, int) else -1
-
-
-def _external_id(args: dict) -> int:
-    value = args.get("External id", args.get("external id", -1))
-    return value if isinstance(value, int) else -1
-
-
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def read_columns(data: bytes, make: Callable[[], Any] = _Collector,

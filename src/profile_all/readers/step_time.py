@@ -157,3 +157,19 @@ def step_rows(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame
         rows += [row("step_time", category, "wall_time", length * scale, parent=name)
                  for category, length in zip(CATEGORIES, lengths, strict=True)]
     return rows
+
+
+def overview_span(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame,
+                  runtime: pd.DataFrame) -> tuple[float, float] | None:
+    """From the first kept step's begin to the last one's end, tiled as `_tiled` does; in a
+    trace with no step, the operators' span taken as one step (as the plugin takes it)."""
+    steps = _steps(annotations)
+    if steps.empty:
+        if ops.empty:
+            return None
+        first, last = float(ops["ts"].min()), float((ops["ts"] + ops["dur"]).max())
+        steps = pd.DataFrame({"name": ["0"], "ts": [first], "dur": [last - first]})
+    starts = device["ts"].to_numpy(float)
+    ends = starts + device["dur"].to_numpy(float)
+    begins, finals, keep = _tiled(steps, _launching_step(steps, device, runtime), starts, ends)
+    return float(begins[0]), float(finals[keep - 1])

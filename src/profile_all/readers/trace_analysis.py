@@ -25,8 +25,9 @@ from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.device_time import device_time_rows
+from profile_all.readers.gpu_metrics import gpu_rows
 from profile_all.readers.host_communication import host_communication_rows
-from profile_all.readers.step_time import launched_in_steps, step_rows
+from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
 from profile_all.stats import summarize
@@ -258,5 +259,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
             launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
     rows += step_rows(annotations, ops, device, runtime, scale)
+    rows += gpu_rows(device, overview_span(annotations, ops, device, runtime),
+                     trace.meta.get("deviceProperties") or [], scale)
     rows += host_communication_rows(annotations, ops, scale)
     return rows + _annotation_rows(trace, annotations, device, runtime)

@@ -130,6 +130,12 @@ SECTIONS = (
                  "median; the rank that computed the most, which the others wait for in "
                  "their collectives, and its excess over the median rank's computation.",
             with_findings=True),
+    Section("gpu", "GPU summary, per rank and device", trace_tables.gpu_metrics_table,
+            note="TensorBoard's GPU summary, over the steps' span: utilization (a kernel "
+                 "running), estimated SM efficiency (blocks per SM of the kernels running, "
+                 "capped at 1), estimated achieved occupancy (weighted by kernel time), the "
+                 "kernel time in kernels that use Tensor Cores (told by name, as the plugin "
+                 "tells them)."),
     Section("step-time", "Step time breakdown, per rank and step",
             trace_tables.step_time_table, long=True, note=STEP_TIME_NOTE),
     Section("overlap", "Communication overlap, per rank",

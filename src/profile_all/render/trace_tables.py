@@ -42,6 +42,22 @@ def device_time_table(report: Report) -> pd.DataFrame:
         "non_computation_share": ("non-computation %", fmt.share)})
 
 
+def gpu_metrics_table(report: Report) -> pd.DataFrame:
+    table = report.gpu_metrics()
+    return _shown(table, {
+        "device": ("device", str), "model": ("model", _text),
+        "utilization": ("utilization", fmt.share), "sm_efficiency": ("est. SM efficiency",
+                                                                     fmt.share),
+        "occupancy": ("est. occupancy", fmt.share),
+        "tensor_core_share": ("Tensor Cores", fmt.share), "gpu_time": ("kernel time",
+                                                                       fmt.seconds),
+        "total_memory": ("memory", fmt.size), "compute_capability": ("compute", _text)})
+
+
+def _text(value: Any) -> str:
+    return "" if pd.isna(value) else str(value)
+
+
 def step_time_table(report: Report) -> pd.DataFrame:
     """A trace with no device activity shows no device column (all zero)."""
     table = report.step_time()

@@ -45,6 +45,11 @@ class Report(RunData):
         breakdown."""
         return trace_analyses.of(self, "device_time", per_step)
 
+    def gpu_metrics(self) -> pd.DataFrame:
+        """Per rank and device, TensorBoard's GPU summary: utilization, estimated SM
+        efficiency and occupancy, Tensor Core share, the device's properties."""
+        return trace_analyses.of(self, "gpu_metrics")
+
     def step_time(self) -> pd.DataFrame:
         """Per rank and step, TensorBoard's step time breakdown."""
         return trace_analyses.of(self, "step_time")

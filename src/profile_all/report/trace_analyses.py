@@ -212,11 +212,31 @@ def stragglers(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
+GPU_METRICS = ["utilization", "sm_efficiency", "occupancy", "tensor_core_share", "gpu_time",
+               "total_memory", "compute_capability"]
+
+
+def gpu_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and device, TensorBoard's GPU summary (readers/gpu_metrics.py): utilization,
+    estimated SM efficiency and achieved occupancy, the Tensor Core share of kernel time,
+    kernel time, and the device's name, memory and compute capability where the trace
+    has them (NaN where it has not)."""
+    rows = _scope(frame, "gpu").rename(columns={"name": "device"})
+    columns = ["rank", "device", "model", *GPU_METRICS, "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    models = rows[rows["metric"] == "device_model"].set_index([*_KEYS, "device"])["stat"]
+    table = _summed(rows[rows["metric"] != "device_model"], [*_KEYS, "device"], "metric")
+    table = table.reindex(columns=GPU_METRICS)
+    table["model"] = models.reindex(table.index)
+    return _in_order(table.reset_index(), ["rank", "device", "pass"])[columns]
+
+
 #: each view, and the scopes of the rows it reads
 _VIEWS = {device_time: ("device_time",), step_time: ("step_time",),
           kernel_types: ("kernel_type",), overlap: ("kernel_type", "host_communication"),
           top_kernels: ("kernel",), launches: ("launch",), idle_streams: ("stream",),
-          stragglers: ("step_time", "device_time")}
+          stragglers: ("step_time", "device_time"), gpu_metrics: ("gpu",)}
 _BY_NAME = {view.__name__: (view, scopes) for view, scopes in _VIEWS.items()}
 
 

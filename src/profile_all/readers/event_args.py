@@ -1,0 +1,25 @@
+"""What a trace event's `args` say, each value checked for its type: a value of another
+type (text, null, an object) is unknown, never an exception."""
+
+from __future__ import annotations
+
+import math
+
+
+def correlation(args: dict) -> int:
+    value = args.get("correlation", -1)
+    return value if isinstance(value, int) else -1
+
+
+def external_id(args: dict) -> int:
+    value = args.get("External id", args.get("external id", -1))
+    return value if isinstance(value, int) else -1
+
+
+def device_args(args: dict) -> tuple[float, float, float, float]:
+    """A device activity's bytes (0 unknown), device, blocks per SM and estimated achieved
+    occupancy (a share; NaN unknown)."""
+    values = [args.get(key) for key in ("bytes", "device", "blocks per SM",
+                                        "est. achieved occupancy %")]
+    known = [float(v) if isinstance(v, int | float) else math.nan for v in values]
+    return (0.0 if math.isnan(known[0]) else known[0], known[1], known[2], known[3] / 100)

@@ -1,0 +1,116 @@
+"""The GPU summary of TensorBoard's profiler plugin, per device of a trace (scope `gpu`,
+named `GPU <device>`), computed as the plugin's GPUMetricsParser does:
+
+- `utilization`: the time a kernel ran on the device within the steps (from the first
+  step's begin to the last one's end, as step_time.py tiles them; the whole trace's host
+  span where it has no step) over that span;
+- `sm_efficiency` (estimated): each moment's blocks per SM of the kernels running then,
+  summed and capped at 1, over the same span (Kineto's `blocks per SM`);
+- `occupancy` (estimated achieved): the kernels' `est. achieved occupancy %` within the span,
+  weighted by their time there;
+- `tensor_core_share`: the device's kernel time in kernels that use Tensor Cores, told by
+  their name as the plugin tells them (NVIDIA PyProf's list: `h884`, `hmma`, `xmma_gemm`...);
+- `total_memory` and `compute_capability` (major + minor / 10) from the trace's
+  `deviceProperties`, and its name in the `stat` column of `device_model`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profile_all.readers import intervals
+from profile_all.rows import row
+
+#: substrings of the names of kernels that use Tensor Cores (the plugin's TC_Allowlist,
+#: from NVIDIA PyProf's prof/tc.py)
+TENSOR_CORE_KERNELS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816",
+                       "dgrad_1x1_stride_2x2", "first_layer_wgrad_kernel", "conv1x1",
+                       "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm", "xmma_sparse_conv",
+                       "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
+                       "c1688")
+
+
+def uses_tensor_cores(name: str) -> bool:
+    return any(pattern in name for pattern in TENSOR_CORE_KERNELS)
+
+
+def _sm_efficiency(starts: np.ndarray, ends: np.ndarray, blocks: np.ndarray,
+                   low: float, high: float) -> float:
+    """The time-weighted sum of `min(blocks per SM of the kernels running, 1)` within
+    [low, high] (each moment's running sum, as the plugin sweeps the kernels' ends)."""
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([blocks, -blocks])
+    order = np.lexsort((np.r_[np.zeros(len(starts)), np.ones(len(ends))], times))
+    times, level = times[order], np.cumsum(steps[order])
+    spans = np.diff(times)
+    value = np.minimum(level[:-1], 1.0)
+    left, right = np.clip(times[:-1], low, high), np.clip(times[1:], low, high)
+    weight = np.where(spans > 0, right - left, 0.0)
+    return float((np.where(level[:-1] > 0, value, 0.0) * weight).sum())
+
+
+def _device_rows(name: str, kernels: pd.DataFrame, low: float, high: float,
+                 scale: float) -> list[list[Any]]:
+    starts = kernels["ts"].to_numpy(float)
+    ends = starts + kernels["dur"].to_numpy(float)
+    length = high - low
+    rows = []
+    if length > 0:
+        merged = intervals.merged(starts, ends)
+        busy = intervals.clipped(*merged, low, high)
+        rows.append(row("gpu", name, "utilization", float((busy[1] - busy[0]).sum()) / length,
+                        stat="value", unit="ratio"))
+        blocks = kernels["blocks_per_sm"].to_numpy(float)
+        known = blocks > 0
+        if known.any():
+            rows.append(row("gpu", name, "sm_efficiency", _sm_efficiency(
+                starts[known], ends[known], blocks[known], low, high) / length,
+                stat="value", unit="ratio"))
+    occupancy = kernels["occupancy"].to_numpy(float)
+    inside = np.clip(ends, low, high) - np.clip(starts, low, high)
+    weighted = (occupancy >= 0) & (inside > 0)
+    if weighted.any():
+        rows.append(row("gpu", name, "occupancy", float(np.average(
+            occupancy[weighted], weights=inside[weighted])), stat="value", unit="ratio"))
+    durations = kernels["dur"].to_numpy(float)
+    if durations.sum() > 0:
+        tensor = kernels["name"].map(uses_tensor_cores).to_numpy(bool)
+        rows.append(row("gpu", name, "tensor_core_share",
+                        durations[tensor].sum() / durations.sum(), stat="value", unit="ratio"))
+    rows.append(row("gpu", name, "gpu_time", durations.sum() * scale))
+    return rows
+
+
+def _properties(name: str, properties: dict) -> list[list[Any]]:
+    rows = []
+    if isinstance(properties.get("name"), str):
+        rows.append(row("gpu", name, "device_model", 1, stat=properties["name"], unit="count"))
+    memory = properties.get("totalGlobalMem")
+    if isinstance(memory, int | float) and memory > 0:
+        rows.append(row("gpu", name, "total_memory", memory, stat="value", unit="B"))
+    major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+    if isinstance(major, int) and isinstance(minor, int):
+        rows.append(row("gpu", name, "compute_capability", major + minor / 10, stat="value",
+                        unit="count"))
+    return rows
+
+
+def gpu_rows(device: pd.DataFrame, span: tuple[float, float] | None,
+             properties: list[Any], scale: float) -> list[list[Any]]:
+    """Per device that ran a kernel, its summary rows; `span`: the steps' (begin, end), in
+    the trace's unit; `properties`: the trace's deviceProperties, by device id."""
+    kernels = device[device["kind"] == "kernel"]
+    if kernels.empty or span is None:
+        return []
+    rows = []
+    by_id = {entry.get("id", number): entry for number, entry in enumerate(properties)
+             if isinstance(entry, dict)}
+    for device_id, group in kernels.groupby(kernels["device"].fillna(-1), sort=True):
+        number = int(device_id)
+        name = f"GPU {number}" if number >= 0 else "GPU (unknown)"
+        rows += _device_rows(name, group, *span, scale)
+        rows += _properties(name, by_id.get(number, {}))
+    return rows
