@@ -8,6 +8,7 @@ import gzip
 import importlib.util
 import json
 
+import pandas as pd
 import pytest
 
 import profile_all as pa
@@ -121,6 +122,21 @@ def test_gpu_summary_as_tensorboard(two_ranks):
         == ("GPU 0", "Tesla V100", 2**34, 7.0)
     assert (gpu["utilization"], gpu["sm_efficiency"], gpu["occupancy"],
             gpu["tensor_core_share"]) == pytest.approx((0.72, 0.55, 18 / 90, 30 / 96))
+
+
+def test_kernel_view_as_tensorboard(two_ranks):
+    """Over both ranks: the h884 gemm ran 30 and 45 µs (blocks per SM 0.5, occupancy 40%
+    each), launched by aten::mm; relu 4 µs twice, with neither figure in its args."""
+    kernels = two_ranks.kernels().set_index("name")
+    gemm = kernels.loc["volta_h884gemm_kernel"]
+    assert (gemm["calls"], gemm["tensor_cores"]) == (2, 1)
+    assert (gemm["gpu_time"], gemm["mean"], gemm["min"], gemm["max"], gemm["blocks_per_sm"],
+            gemm["occupancy"]) == pytest.approx((75 * US, 37.5 * US, 30 * US, 45 * US, 0.5, 0.4))
+    relu = kernels.loc["relu_kernel"]
+    assert relu["tensor_cores"] == 0 and pd.isna(relu["occupancy"])
+    by_operator = two_ranks.kernels(by="operator").set_index(["name", "operator"])
+    assert by_operator.loc[("volta_h884gemm_kernel", "aten::mm"), "calls"] == 2
+    assert by_operator.loc[("relu_kernel", "aten::relu"), "gpu_time"] == pytest.approx(8 * US)
 
 
 def test_straggler_named_with_its_step(two_ranks):

@@ -31,10 +31,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 import profile_all as pa
 
 TOLERANCE = 0.01
 SHARE_POINTS = 0.005  # half a point, for shares
+TOP = 10  # kernels compared, most device time first
 US = 1e-6
 #: the plugin's ProfileRole order (its overview's legend), as profile-all names them
 CATEGORIES = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu",
@@ -89,6 +92,43 @@ def _gpu(plugin, report) -> list[bool]:
     return fine
 
 
+def _kernels(plugin, report, blind: bool) -> list[bool]:
+    """The kernel view's TOP kernels by device time: calls, total, mean, min and max time;
+    blocks per SM and occupancy where every call carries them (the plugin counts a call
+    without them as 0). On a trace it is not blind to (above), the same per kernel and the
+    operator that launched it (the plugin's groups, finer by launch shape, summed)."""
+    if plugin.kernel_stat is None:
+        return []
+    theirs = plugin.kernel_stat.sort_values("sum", ascending=False).head(TOP)
+    ours = report.kernels().set_index("name")
+    fine = []
+    for name, kernel in theirs.iterrows():
+        mine, label = ours.loc[name], f"kernel {name[:30]}"
+        fine.append(mine["calls"] == kernel["count"])
+        fine += [_check(f"{label} {what}", mine[column] / US, kernel[key], kernel[key])
+                 for what, column, key in (("total", "gpu_time", "sum"),
+                                           ("mean", "mean", "mean"), ("min", "min", "min"),
+                                           ("max", "max", "max"))]
+        fine += [_check(f"{label} {column}", mine[column] * scale, kernel[column],
+                        kernel[column]) for column, scale in (("blocks_per_sm", 1),
+                                                              ("occupancy", 100))
+                 if not pd.isna(mine[column]) and kernel[column] > 0]
+    if blind:
+        return fine
+    groups: dict[tuple[str, str], list[float]] = {}
+    for group in plugin.kernel_list_groupby_name_op:
+        summed = groups.setdefault((group.name, group.op_name), [0, 0.0])
+        summed[0] += group.calls
+        summed[1] += group.total_duration
+    by_operator = report.kernels(by="operator").set_index(["name", "operator"])
+    for (name, operator), (calls, total) in sorted(groups.items(), key=lambda g: -g[1][1])[:TOP]:
+        mine = by_operator.loc[(name, operator)]
+        fine.append(mine["calls"] == calls)
+        fine.append(_check(f"kernel {name[:20]} by {operator[:20]}", mine["gpu_time"] / US,
+                           total, total))
+    return fine
+
+
 def _share(label: str, ours: float, theirs: float) -> bool:
     fine = abs(ours - theirs) <= SHARE_POINTS
     print(f"{'ok  ' if fine else 'FAIL'} {label:44} profile-all {ours:12.2%}     "
@@ -116,7 +156,7 @@ def compare(path: str) -> bool:
             continue
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
-    fine += _gpu(plugin, report)
+    fine += _gpu(plugin, report) + _kernels(plugin, report, blind)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
           + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
     return all(fine)

@@ -88,6 +88,10 @@ UNIT_OF_METRIC = {
     "device_model": "count",
     "total_memory": "B",
     "compute_capability": "count",
+    # the plugin's kernel view (readers/kernel_rows.py): 1 where a kernel uses Tensor Cores;
+    # Kineto's blocks per SM and estimated achieved occupancy (a share), duration-weighted
+    "tensor_cores": "count",
+    "blocks_per_sm": "count",
     # HTA's analyses of a trace (readers/device_time.py): a stream's idle gaps by cause,
     # and per launch (runtime call) its delay and its outliers
     "host_wait": "s",

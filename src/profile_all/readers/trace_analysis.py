@@ -27,6 +27,7 @@ from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.device_time import device_time_rows
 from profile_all.readers.gpu_metrics import gpu_rows
 from profile_all.readers.host_communication import host_communication_rows
+from profile_all.readers.kernel_rows import device_rows
 from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
@@ -74,19 +75,6 @@ def _busy_row(device: pd.DataFrame, scale: float) -> list[Any]:
     starts = device["ts"].to_numpy(float)
     ends = starts + device["dur"].to_numpy(float)
     return row("run", "trace", "gpu_busy", intervals.union_length(starts, ends) * scale)
-
-
-def _device_rows(device: pd.DataFrame, scale: float) -> list[list[Any]]:
-    """Kernels, and copies and fills by kind, with their bytes."""
-    rows = []
-    totals = _sums(device.assign(seconds=device["dur"].astype(float) * scale),
-                   ["kind", "name"], ["seconds", "bytes"])
-    for (kind, name), calls, total, size in totals.itertuples():
-        rows += [row(kind, name, "calls", calls), row(kind, name, "gpu_time", total),
-                 row(kind, name, "gpu_time", total / calls, stat="mean")]
-        if kind != "kernel":
-            rows.append(row(kind, name, "bytes", size))
-    return rows
 
 
 def _api_rows(runtime: pd.DataFrame, scale: float) -> list[list[Any]]:
@@ -255,7 +243,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
         rows.append(_busy_row(device, scale))
         rows.append(row("run", "trace", "attributed_share",
                         1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
-        rows += _device_rows(device, scale) + device_time_rows(
+        rows += device_rows(device, ops if columns.ops else None, scale) + device_time_rows(
             launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
     rows += step_rows(annotations, ops, device, runtime, scale)

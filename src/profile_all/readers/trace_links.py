@@ -138,7 +138,8 @@ def operator_frame(trace: ChromeTrace,
     """A row per operator call with its parent (position, -1 for none), cpu_time,
     self_time (less its child operators and the runtime calls it made, as torch counts
     it), self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the device
-    time (s) that reached no operator. `links`: `linked(trace)`, where the caller has it
+    time (s) that reached no operator, `attrs["launcher"]` the position of the operator
+    that launched each device activity (-1: none). `links`: `linked(trace)`, where the caller has it
     (read, not changed)."""
     scale = trace.seconds_per_unit
     ops = columns_frame(trace.columns.ops, _OP_COLUMNS)
@@ -188,5 +189,6 @@ def operator_frame(trace: ChromeTrace,
     ops["self_gpu_time"] = self_gpu * scale
     ops["gpu_time"] = total_gpu * scale
     ops.attrs["unattributed"] = float(device_dur[~attributed].sum()) * scale
+    ops.attrs["launcher"] = owner  # per device activity, the operator that launched it, or -1
     ops.attrs["folded"] = int(fold.sum())
     return ops

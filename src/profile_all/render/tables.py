@@ -184,11 +184,6 @@ def operators_table(report: Report) -> pd.DataFrame:
         ("self_gpu_time", "device self", fmt.seconds), ("flops", "FLOP", fmt.si)])
 
 
-def kernels_table(report: Report) -> pd.DataFrame:
-    return _shown(report.kernels(), "kernel", [
-        ("calls", "calls", fmt.count), ("gpu_time", "device time", fmt.seconds)])
-
-
 def transfers_table(report: Report) -> pd.DataFrame:
     return _shown(report.transfers(), "copy or fill", [
         ("calls", "calls", fmt.count), ("gpu_time", "device time", fmt.seconds),

@@ -51,11 +51,15 @@ def gpu_metrics_table(report: Report) -> pd.DataFrame:
         "occupancy": ("est. occupancy", fmt.share),
         "tensor_core_share": ("Tensor Cores", fmt.share), "gpu_time": ("kernel time",
                                                                        fmt.seconds),
-        "total_memory": ("memory", fmt.size), "compute_capability": ("compute", _text)})
+        "total_memory": ("memory", fmt.size), "compute_capability": ("compute", _capability)})
+
+
+def _capability(value: Any) -> str:
+    return "" if pd.isna(value) else f"{value:.1f}"
 
 
 def _text(value: Any) -> str:
-    return "" if pd.isna(value) else str(value)
+    return "" if pd.isna(value) else f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def step_time_table(report: Report) -> pd.DataFrame:
@@ -147,3 +151,29 @@ def held_memory_table(report: Report) -> pd.DataFrame:
     shown["total"] = table["total"].map(fmt.size)
     shown["largest"] = table["largest"].str.replace("_", " ")
     return shown
+
+
+def kernels_table(report: Report, by: str = "kernel") -> pd.DataFrame:
+    """TensorBoard's kernel view; the columns no kernel has a value in left out (a trace
+    without blocks per SM, an Nsight file's kernels)."""
+    view = report.kernels(by=by)
+    columns = {"calls": ("calls", fmt.count), "gpu_time": ("device time", fmt.seconds),
+               "mean": ("mean", fmt.seconds), "min": ("min", fmt.seconds),
+               "max": ("max", fmt.seconds), "tensor_cores": ("Tensor Cores", _used),
+               "blocks_per_sm": ("blocks/SM", _text), "occupancy": ("est. occupancy",
+                                                                   fmt.share)}
+    shown = pd.DataFrame({"kernel": view["name"]})
+    if by == "operator":
+        shown["operator"] = view["operator"]
+    for column, (header, form) in columns.items():
+        if view[column].notna().any():
+            shown[header] = view[column].map(form)
+    return shown
+
+
+def kernel_operators_table(report: Report) -> pd.DataFrame:
+    return kernels_table(report, by="operator")
+
+
+def _used(value: Any) -> str:
+    return "" if pd.isna(value) else "yes" if value else "no"

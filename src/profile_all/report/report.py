@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report import held_memory, trace_analyses
+from profile_all.report import held_memory, kernel_view, trace_analyses
 from profile_all.report.compare import compare
 from profile_all.report.findings import findings
 from profile_all.report.run_data import RunData, timeline_frame
@@ -44,6 +44,13 @@ class Report(RunData):
         """Per rank (and step), the device's time by type and idle, as HTA's temporal
         breakdown."""
         return trace_analyses.of(self, "device_time", per_step)
+
+    def kernels(self, top: int | None = None, by: str = "kernel") -> pd.DataFrame:
+        """A row per GPU kernel, most device time first (`by="operator"`: per kernel and
+        the operator that launched it): calls, device time (total, mean, min, max), Tensor
+        Cores, blocks per SM and estimated achieved occupancy, as TensorBoard's kernel
+        view."""
+        return kernel_view.table(self, by, top)
 
     def gpu_metrics(self) -> pd.DataFrame:
         """Per rank and device, TensorBoard's GPU summary: utilization, estimated SM
