@@ -224,6 +224,60 @@ def test_step_breakdown_of_a_cpu_trace_made_here_as_the_plugin_s(tmp_path, capsy
     assert check.compare(str(trace)), capsys.readouterr().out
 
 
+def test_memory_view_counted_by_hand(tmp_path):
+    """aten::outer [0,100) holds aten::inner [10,50) on one thread: +100 B at 5 (outer's),
+    +200 at 20 and -200 at 40 (inner's), +50 at 100 (an operator's end is not in it: no
+    operator's), +64 on GPU 0 at 30 (inner's)."""
+    def memory(ts, size, kind=0, number=-1):
+        return {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "s": "t",
+                "args": {"Device Type": kind, "Device Id": number, "Addr": ts,
+                         "Bytes": size, "Total Allocated": 1000 + size,
+                         "Total Reserved": 4096}}
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+               "dur": dur, "args": {}} for name, ts, dur in (("aten::outer", 0, 100),
+                                                              ("aten::inner", 10, 40))]
+    events += [memory(5, 100), memory(20, 200), memory(40, -200), memory(100, 50),
+               memory(30, 64, kind=1, number=0)]
+    trace = tmp_path / "memory.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    table = pa.ingest([trace], tmp_path / "run").operator_memory()
+    figures = table.set_index(["device", "operator"])[[
+        "calls", "self_increase", "self_allocated", "self_allocations", "increase",
+        "allocated", "allocations"]]
+    assert figures.loc[("CPU", "aten::outer")].tolist() == [1, 100, 100, 1, 100, 300, 2]
+    assert figures.loc[("CPU", "aten::inner")].tolist() == [1, 0, 200, 1, 0, 200, 1]
+    assert figures.loc[("GPU0", "aten::outer")].tolist() == [1, 0, 0, 0, 64, 64, 1]
+    assert figures.loc[("GPU0", "aten::inner")].tolist() == [1, 64, 64, 1, 64, 64, 1]
+
+
+def test_memory_view_of_a_trace_made_here_as_the_plugin_s(tmp_path, capsys):
+    """A CPU training loop recorded with profile_memory=True: every operator's memory
+    figures and calls equal the plugin's MemorySnapshot's; the curve is in the timeline."""
+    import torch
+
+    check = _against_tb_plugin()
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    every_step = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
+    with torch.profiler.profile(schedule=every_step, profile_memory=True) as profile:
+        for _ in range(6):
+            model(torch.randn(32, 64)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            profile.step()
+    trace = tmp_path / "memory.pt.trace.json"
+    profile.export_chrome_trace(str(trace))
+    assert check.compare(str(trace)), capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "ok   memory view:" in said and "FAIL" not in said
+    report = pa.ingest([trace], tmp_path / "run")
+    curve = report.timeline[report.timeline["series"] == "memory:CPU"]
+    assert set(curve["name"]) == {"allocated", "reserved"} and curve["value"].max() > 0
+    assert len(report.timeline[report.timeline["series"] == "step"]) == 3
+    assert "Memory allocated and reserved, CPU" in (tmp_path / "run" / "report.html").read_text()
+
+
 def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
     trace = tmp_path / "gloo.json.gz"
     trace.write_bytes((fixtures / "traces" / "cpu_only_gloo_rank34.json.gz").read_bytes())

@@ -129,6 +129,29 @@ def _kernels(plugin, report, blind: bool) -> list[bool]:
     return fine
 
 
+def _memory(plugin, report) -> list[bool]:
+    """The memory view of a trace recorded with memory: per device and operator its six
+    figures and calls, each equal to the plugin's (bytes and counts: no tolerance)."""
+    if plugin.memory_snapshot is None:
+        return []
+    theirs = plugin.memory_snapshot.get_memory_statistics(plugin.tid2tree)
+    ours = report.operator_memory().set_index(["device", "operator"])
+    columns = ["self_increase", "self_allocated", "self_allocations", "increase", "allocated",
+               "allocations", "calls"]
+    fine = [len(ours) == sum(len(operators) for operators in theirs.values())]
+    print(f"{'ok  ' if fine[0] else 'FAIL'} memory view: {len(ours)} rows, plugin "
+          f"{sum(len(operators) for operators in theirs.values())}")
+    for device, operators in theirs.items():
+        for operator, values in operators.items():
+            mine = ours.loc[(device, operator), columns].tolist() \
+                if (device, operator) in ours.index else None
+            same = mine == [float(value) for value in values]
+            if not same:
+                print(f"FAIL memory {device} {operator}: profile-all {mine}, plugin {values}")
+            fine.append(same)
+    return fine
+
+
 def _share(label: str, ours: float, theirs: float) -> bool:
     fine = abs(ours - theirs) <= SHARE_POINTS
     print(f"{'ok  ' if fine else 'FAIL'} {label:44} profile-all {ours:12.2%}     "
@@ -156,7 +179,7 @@ def compare(path: str) -> bool:
             continue
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
-    fine += _gpu(plugin, report) + _kernels(plugin, report, blind)
+    fine += _gpu(plugin, report) + _kernels(plugin, report, blind) + _memory(plugin, report)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
           + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
     return all(fine)

@@ -58,8 +58,11 @@ class TraceColumns:
 
     # (name, thread, ts, dur, external_id, flops, input_dims)
     ops: list[tuple] = field(default_factory=list)
-    # (name, kind, thread, ts, dur, correlation, bytes): kernels, memcpy, memset
+    # (name, kind, thread, ts, dur, correlation, bytes, device, blocks per SM, occupancy):
+    # kernels, memcpy, memset
     device: list[tuple] = field(default_factory=list)
+    # (thread, ts, device, bytes, total allocated, total reserved): `[memory]` instants
+    memory: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur, correlation, external_id): CUDA/HIP runtime and driver calls
     runtime: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur): record_function ranges (regions) and ProfilerStep#N
@@ -144,7 +147,10 @@ class _Collector:
             if type(event) is not dict:
                 continue
             if event.get("ph") != "X":
-                self._flow(event)
+                if event.get("name") == "[memory]":
+                    self.columns.memory.append(event_args.memory_record(event))
+                else:
+                    self._flow(event)
                 continue
             category = event.get("cat")
             if type(category) is not str:  # (an object: no category of ours)

@@ -123,7 +123,8 @@ def _nsys_csv(path: Path) -> IngestedFile:
 
 
 def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
-    from profile_all.readers.chrome_trace import load
+    from profile_all.readers.chrome_trace import STEP_PREFIX, load
+    from profile_all.readers.operator_memory import memory_curve
     from profile_all.readers.trace_analysis import trace_rows
     from profile_all.readers.trace_checks import drop_impossible, drop_repeated, drop_unnested
 
@@ -135,8 +136,12 @@ def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
     devices = [d.get("name") for d in trace.meta.get("deviceProperties") or []
                if isinstance(d, dict)]
     distributed = trace.meta.get("distributedInfo") or {}
+    steps = [(name, ts, dur) for name, _thread, ts, dur in trace.columns.annotations
+             if name.startswith(STEP_PREFIX)]
     return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
-                        {"devices": devices, "distributed": distributed}, doubts=doubts)
+                        {"devices": devices, "distributed": distributed},
+                        memory_curve(trace.columns.memory, steps, trace.seconds_per_unit),
+                        doubts=doubts)
 
 
 def _speedscope(path: Path) -> IngestedFile:

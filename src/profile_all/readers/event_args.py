@@ -23,3 +23,18 @@ def device_args(args: dict) -> tuple[float, float, float, float]:
                                         "est. achieved occupancy %")]
     known = [float(v) if isinstance(v, int | float) else math.nan for v in values]
     return (0.0 if math.isnan(known[0]) else known[0], known[1], known[2], known[3] / 100)
+
+
+def memory_record(event: dict) -> tuple:
+    """A `[memory]` instant's (thread, ts, device, bytes, total allocated, total reserved):
+    the device `CPU` or `GPU<id>` as TensorBoard's plugin names them (`?` for another
+    type), numbers NaN where unknown (the event is then left out of the memory view)."""
+    args = event.get("args")
+    args = args if type(args) is dict else {}
+    kind, number = args.get("Device Type"), args.get("Device Id")
+    device = "CPU" if kind == 0 else f"GPU{number}" if kind == 1 else "?"
+    numbers = [args.get(key) for key in ("Bytes", "Total Allocated", "Total Reserved")]
+    ts = event.get("ts")
+    return (f"{event.get('pid')}:{event.get('tid')}",
+            float(ts) if isinstance(ts, int | float) else math.nan, device,
+            *(float(v) if isinstance(v, int | float) else math.nan for v in numbers))

@@ -50,16 +50,18 @@ def _parents(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return parent, depth
 
 
-def _enclosing(ts: np.ndarray, end: np.ndarray, parent: np.ndarray,
-               points: np.ndarray) -> np.ndarray:
+def enclosing(ts: np.ndarray, end: np.ndarray, parent: np.ndarray, points: np.ndarray,
+              *, end_holds: bool = True) -> np.ndarray:
     """For each point, the innermost interval (of one thread, sorted by (ts, -dur)) that
     holds it, or -1: the last interval started by then, else its nearest ancestor still
-    open (any interval holding the point is that one or one of its ancestors)."""
+    open (any interval holding the point is that one or one of its ancestors). A point at
+    an interval's end is in it unless `end_holds` is False."""
     found = np.searchsorted(ts, points, side="right") - 1
     while True:
         open_ = found >= 0
         ended = np.zeros(len(found), dtype=bool)
-        ended[open_] = end[found[open_]] < points[open_]
+        ended[open_] = (end[found[open_]] < points[open_]) if end_holds else \
+            (end[found[open_]] <= points[open_])
         if not ended.any():
             return found
         found[ended] = parent[found[ended]]
@@ -135,7 +137,7 @@ def _folded(ops: pd.DataFrame, parent: np.ndarray) -> np.ndarray:
 
 def operator_frame(trace: ChromeTrace,
                    links: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> pd.DataFrame:
-    """A row per operator call with its parent (position, -1 for none), cpu_time,
+    """A row per operator call with its parent (position, -1 for none), depth, cpu_time,
     self_time (less its child operators and the runtime calls it made, as torch counts
     it), self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the device
     time (s) that reached no operator, `attrs["launcher"]` the position of the operator
@@ -161,7 +163,7 @@ def operator_frame(trace: ChromeTrace,
             positions = threads[thread]
             first, stop = positions[0], positions[-1] + 1
             local_parent = np.where(parent[first:stop] >= 0, parent[first:stop] - first, -1)
-            inside = _enclosing(ts[first:stop], end[first:stop], local_parent,
+            inside = enclosing(ts[first:stop], end[first:stop], local_parent,
                                 runtime["ts"].to_numpy(float)[calls])
             inside_of[calls] = np.where(inside >= 0, inside + first, -1)
             inside = _named_ancestor(inside, local_parent,
@@ -183,7 +185,7 @@ def operator_frame(trace: ChromeTrace,
         here = np.flatnonzero((depth == level) & (parent >= 0))
         np.add.at(children, parent[here], dur[here])
         np.add.at(total_gpu, parent[here], total_gpu[here])
-    ops["parent"] = parent
+    ops["parent"], ops["depth"] = parent, depth
     ops["cpu_time"] = dur * scale
     ops["self_time"] = (dur - children) * scale
     ops["self_gpu_time"] = self_gpu * scale

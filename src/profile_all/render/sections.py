@@ -152,6 +152,11 @@ SECTIONS = (
             note=LAUNCH_NOTE, with_findings=True),
     Section("idle-streams", "Idle time per stream, by cause", trace_tables.idle_streams_table,
             long=True, note=IDLE_NOTE),
+    Section("operator-memory", "Memory per operator (a trace recorded with memory)",
+            trace_tables.operator_memory_table, long=True,
+            note="TensorBoard's memory view: each allocation and free counts for the "
+                 "innermost operator of its thread open then; increase is allocated less "
+                 "freed; the columns without `self` add the operators inside it."),
     Section("held-memory", "Memory by what holds it", trace_tables.held_memory_table,
             long=True, note=HELD_NOTE, with_findings=True),
     Section("functions", "Functions by self time", tables.functions_table, long=True,

@@ -74,3 +74,36 @@ def held_memory(report: Report) -> list[tuple[str, Figure]]:
             "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
             "legend": {"orientation": "h"}}}))
     return figures
+
+
+def device_memory(report: Report) -> list[tuple[str, Figure]]:
+    """Per device (and rank) of a trace recorded with memory, the allocated and reserved
+    bytes over time, each step shaded (TensorBoard's memory curve)."""
+    timeline = report.timeline
+    series = timeline[timeline["series"].str.startswith("memory:")]
+    if series.empty:
+        return []
+    figures = []
+    for (device, number, rank), one in series.groupby(
+            [series["series"].str.partition(":")[2], series["pass"], series["rank"]]):
+        data = [{"type": "scatter", "mode": "lines", "line": {"shape": "hv"}, "name": name,
+                 "x": points["start"].tolist(), "y": (points["value"] / 2**20).tolist(),
+                 "hovertemplate": "%{x:.4f} s: %{y:.2f} MiB<extra>" + name + "</extra>"}
+                for name, points in one.groupby("name", sort=False)]
+        steps = timeline[(timeline["series"] == "step") & (timeline["pass"] == number)
+                         & (timeline["rank"] == rank)]
+        shapes = [{"type": "rect", "xref": "x", "yref": "paper", "x0": start, "x1": end,
+                   "y0": 0, "y1": 1, "line": {"width": 0}, "opacity": 0.12,
+                   "fillcolor": "#636efa" if position % 2 else "#00cc96"}
+                  for position, (start, end) in enumerate(zip(steps["start"], steps["end"],
+                                                               strict=True))]
+        title = f"Memory allocated and reserved, {device}" + (
+            f" rank {rank}" if series["rank"].nunique() > 1 else "")
+        figures.append((title, {"data": data, "layout": {
+            "title": {"text": title, "x": 0, "xanchor": "left"}, "shapes": shapes,
+            "xaxis": {"title": {"text": "s since the trace's first step or record"},
+                      "automargin": True},
+            "yaxis": {"title": {"text": "MiB"}, "automargin": True, "rangemode": "tozero"},
+            "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
+            "legend": {"orientation": "h"}}}))
+    return figures

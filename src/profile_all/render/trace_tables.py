@@ -153,6 +153,16 @@ def held_memory_table(report: Report) -> pd.DataFrame:
     return shown
 
 
+def operator_memory_table(report: Report) -> pd.DataFrame:
+    table = report.operator_memory()
+    return _shown(table, {
+        "device": ("device", str), "operator": ("operator", str), "calls": ("calls", fmt.count),
+        "self_increase": ("self increase", fmt.size), "self_allocated": ("self allocated",
+                                                                       fmt.size),
+        "self_allocations": ("self allocs", fmt.count), "increase": ("increase", fmt.size),
+        "allocated": ("allocated", fmt.size), "allocations": ("allocs", fmt.count)})
+
+
 def kernels_table(report: Report, by: str = "kernel") -> pd.DataFrame:
     """TensorBoard's kernel view; the columns no kernel has a value in left out (a trace
     without blocks per SM, an Nsight file's kernels)."""

@@ -52,6 +52,12 @@ class Report(RunData):
         view."""
         return kernel_view.table(self, by, top)
 
+    def operator_memory(self) -> pd.DataFrame:
+        """Per rank, device and operator, TensorBoard's memory view of a trace recorded with
+        memory: self_increase, self_allocated, self_allocations, increase, allocated,
+        allocations (bytes and counts, with the operators inside), calls."""
+        return trace_analyses.of(self, "operator_memory")
+
     def gpu_metrics(self) -> pd.DataFrame:
         """Per rank and device, TensorBoard's GPU summary: utilization, estimated SM
         efficiency and occupancy, Tensor Core share, the device's properties."""

@@ -232,11 +232,31 @@ def gpu_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     return _in_order(table.reset_index(), ["rank", "device", "pass"])[columns]
 
 
+OPERATOR_MEMORY = ["calls", "self_increase", "self_allocated", "self_allocations",
+                   "increase", "allocated", "allocations"]
+
+
+def operator_memory(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, device and operator, TensorBoard's memory view (readers/operator_memory.py):
+    bytes allocated less freed, allocated, and allocations, its own and with the operators
+    inside it; most bytes allocated (with those inside) first."""
+    rows = _scope(frame, "operator_memory").rename(columns={"parent": "device",
+                                                            "name": "operator"})
+    columns = ["rank", "device", "operator", *OPERATOR_MEMORY, "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = _summed(rows, [*_KEYS, "device", "operator"], "metric")
+    table = table.reindex(columns=OPERATOR_MEMORY).reset_index()
+    return table.sort_values(["rank", "device", "allocated", "operator"],
+                             ascending=[True, True, False, True], ignore_index=True)[columns]
+
+
 #: each view, and the scopes of the rows it reads
 _VIEWS = {device_time: ("device_time",), step_time: ("step_time",),
           kernel_types: ("kernel_type",), overlap: ("kernel_type", "host_communication"),
           top_kernels: ("kernel",), launches: ("launch",), idle_streams: ("stream",),
-          stragglers: ("step_time", "device_time"), gpu_metrics: ("gpu",)}
+          stragglers: ("step_time", "device_time"), gpu_metrics: ("gpu",),
+          operator_memory: ("operator_memory",)}
 _BY_NAME = {view.__name__: (view, scopes) for view, scopes in _VIEWS.items()}
 
 
