@@ -34,7 +34,10 @@ def test_trace_is_written_and_rows_come_from_it(traced):
     assert _value(frame, "operator", "aten::addmm", "flops") == 6 * 2 * (16 * 32 * 64 + 16 * 64 * 4)
     assert _value(frame, "operator", "aten::addmm", "self_time") > 0
     shapes = frame[(frame["scope"] == "operator_shape") & (frame["metric"] == "calls")]
-    assert "aten::addmm [[64], [16, 32], [32, 64], [], []]" in set(shapes["name"])  # bias first
+    assert ("aten::addmm", "[[64], [16, 32], [32, 64], [], []]") in set(  # bias first
+        zip(shapes["name"], shapes["parent"], strict=True))
+    by_shape = report.operators(by="shape").set_index(["name", "input_shapes"])
+    assert by_shape.loc[("aten::addmm", "[[64], [16, 32], [32, 64], [], []]"), "calls"] == 6
     assert any(a.path == "artifacts/torch_trace.pt.trace.json.gz"
                for a in report.meta.artifacts)
     # a profiler session imports torch._dynamo: every pass imports it before the target

@@ -124,9 +124,10 @@ def test_gpu_summary_as_tensorboard(two_ranks):
             gpu["tensor_core_share"]) == pytest.approx((0.72, 0.55, 18 / 90, 30 / 96))
 
 
-def test_kernel_view_as_tensorboard(two_ranks):
+def test_kernel_and_operator_views_as_tensorboard(two_ranks):
     """Over both ranks: the h884 gemm ran 30 and 45 µs (blocks per SM 0.5, occupancy 40%
-    each), launched by aten::mm; relu 4 µs twice, with neither figure in its args."""
+    each), launched by aten::mm (Tensor Core eligible, all its device time on them); relu
+    4 µs twice, with neither figure in its args."""
     kernels = two_ranks.kernels().set_index("name")
     gemm = kernels.loc["volta_h884gemm_kernel"]
     assert (gemm["calls"], gemm["tensor_cores"]) == (2, 1)
@@ -134,6 +135,10 @@ def test_kernel_view_as_tensorboard(two_ranks):
             gemm["occupancy"]) == pytest.approx((75 * US, 37.5 * US, 30 * US, 45 * US, 0.5, 0.4))
     relu = kernels.loc["relu_kernel"]
     assert relu["tensor_cores"] == 0 and pd.isna(relu["occupancy"])
+    operators = two_ranks.operators().set_index("name")
+    assert operators.loc["aten::mm", ["tc_eligible", "tc_self_share", "tc_total_share"]] \
+        .tolist() == [1, 1, 1]
+    assert operators.loc["aten::relu", ["tc_eligible", "tc_self_share"]].tolist() == [0, 0]
     by_operator = two_ranks.kernels(by="operator").set_index(["name", "operator"])
     assert by_operator.loc[("volta_h884gemm_kernel", "aten::mm"), "calls"] == 2
     assert by_operator.loc[("relu_kernel", "aten::relu"), "gpu_time"] == pytest.approx(8 * US)

@@ -129,6 +129,38 @@ def _kernels(plugin, report, blind: bool) -> list[bool]:
     return fine
 
 
+def _operators(plugin, report) -> list[bool]:
+    """The operator view's TOP operators by self device time: calls, host and device time
+    (self and total), Tensor Core eligibility and shares. profile-all folds an operator
+    that is the only child of one of its name into it (as torch's own tables do; the
+    plugin keeps both): those are compared by device time alone."""
+    theirs = sorted(plugin.op_list_groupby_name, key=lambda op: -op.self_device_duration)
+    ours = report.operators().set_index("name")
+    fine = []
+    for op in theirs[:TOP]:
+        mine, label = ours.loc[op.name], f"operator {op.name[:28]}"
+        pairs = [("self device", mine.get("self_gpu_time", 0.0) / US, op.self_device_duration),
+                 ("device", mine.get("gpu_time", 0.0) / US, op.device_duration)]
+        if mine["calls"] == op.calls:
+            pairs += [("self host", mine["self_time"] / US, op.self_host_duration),
+                      ("host", mine["cpu_time"] / US, op.host_duration)]
+        fine += [_check(f"{label} {what}", value, other, other)
+                 for what, value, other in pairs]
+        if "tc_eligible" not in mine:  # a trace without device work: no Tensor Core column
+            continue
+        fine.append(bool(mine["tc_eligible"]) == op.tc_eligible)
+        fine += [_share(f"{label} Tensor Cores self", _known(mine["tc_self_share"]),
+                        op.tc_self_ratio),
+                 _share(f"{label} Tensor Cores total", _known(mine["tc_total_share"]),
+                        op.tc_total_ratio)]
+    return fine
+
+
+def _known(value: float) -> float:
+    """A share profile-all leaves NaN (no device time to share) is the plugin's 0."""
+    return 0.0 if pd.isna(value) else value
+
+
 def _memory(plugin, report) -> list[bool]:
     """The memory view of a trace recorded with memory: per device and operator its six
     figures and calls, each equal to the plugin's (bytes and counts: no tolerance)."""
@@ -180,6 +212,8 @@ def compare(path: str) -> bool:
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
     fine += _gpu(plugin, report) + _kernels(plugin, report, blind) + _memory(plugin, report)
+    if not blind:
+        fine += _operators(plugin, report)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
           + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
     return all(fine)

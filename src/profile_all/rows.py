@@ -91,6 +91,11 @@ UNIT_OF_METRIC = {
     # the plugin's kernel view (readers/kernel_rows.py): 1 where a kernel uses Tensor Cores;
     # Kineto's blocks per SM and estimated achieved occupancy (a share), duration-weighted
     "tensor_cores": "count",
+    # an operator's device time in Tensor Core kernels (its own launches, and with those
+    # inside it), and 1 where it could use them (readers/trace_links.operator_frame)
+    "tc_gpu_time": "s",
+    "tc_self_gpu_time": "s",
+    "tc_eligible": "count",
     "blocks_per_sm": "count",
     # HTA's analyses of a trace (readers/device_time.py): a stream's idle gaps by cause,
     # and per launch (runtime call) its delay and its outliers

@@ -33,6 +33,25 @@ TENSOR_CORE_KERNELS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816
                        "c1688")
 
 
+#: the operators that could run on Tensor Cores (the plugin's TC_OP_Allowlist: those autocast
+#: runs in lower precision, and the backward of those)
+TENSOR_CORE_OPERATORS = [
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    "aten::convolution", "aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
+    "aten::prelu", "aten::addmm", "aten::addmv", "aten::addr", "aten::matmul", "aten::mm",
+    "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
+    "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
+    "aten::rnn_relu_cell", "CudnnConvolutionBackward", "BmmBackward0",
+    "aten::cudnn_convolution_transpose_backward", "CudnnConvolutionTransposeBackward",
+    "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_", "AddmvBackward",
+    "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward",
+    "aten::cudnn_convolution_backward_input", "AddbmmBackward",
+    "aten::cudnn_convolution_backward"]
+
+
 def uses_tensor_cores(name: str) -> bool:
     return any(pattern in name for pattern in TENSOR_CORE_KERNELS)
 

@@ -46,8 +46,12 @@ def _sums(ops: pd.DataFrame, by: str | list[str], columns: list[str]) -> pd.Data
 
 def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     rows = []
-    metrics = ["cpu_time", "self_time"] + (["gpu_time", "self_gpu_time"] if has_device else [])
+    metrics = ["cpu_time", "self_time"] + (["gpu_time", "self_gpu_time", "tc_gpu_time",
+                                             "tc_self_gpu_time", "tc_eligible"]
+                                            if has_device else [])
     totals = _sums(ops, "name", ["flops", *metrics])
+    if has_device:  # eligible where any call was (not a count of calls)
+        totals["tc_eligible"] = totals["tc_eligible"].clip(upper=1.0)
     for name, calls, flops, *values in totals.itertuples():  # (iterrows: 40% of a read)
         rows.append(row("operator", name, "calls", calls))
         rows += [row("operator", name, metric, value)
@@ -61,12 +65,11 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
                  row("operator", UNATTRIBUTED, "self_gpu_time", unattributed)]
     shaped = ops[ops["input_dims"].notna()]
     if not shaped.empty:
-        by_shape = _sums(shaped, ["name", "input_dims"], metrics)
+        by_shape = _sums(shaped, ["name", "input_dims"], metrics[:4])
         for (name, dims), calls, *values in by_shape.itertuples():
-            label = f"{name} {dims}"
-            rows.append(row("operator_shape", label, "calls", calls))
-            rows += [row("operator_shape", label, metric, value)
-                     for metric, value in zip(metrics, values, strict=True)]
+            rows.append(row("operator_shape", name, "calls", calls, parent=dims))
+            rows += [row("operator_shape", name, metric, value, parent=dims)
+                     for metric, value in zip(metrics[:4], values, strict=True)]
     return rows
 
 

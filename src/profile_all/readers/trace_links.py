@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from profile_all.readers.chrome_trace import ChromeTrace
+from profile_all.readers.gpu_metrics import TENSOR_CORE_OPERATORS, uses_tensor_cores
 
 _OP_COLUMNS = ["name", "thread", "ts", "dur", "external_id", "flops", "input_dims"]
 _DEVICE_COLUMNS = ["name", "kind", "thread", "ts", "dur", "correlation", "bytes", "device",
@@ -139,7 +140,10 @@ def operator_frame(trace: ChromeTrace,
                    links: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> pd.DataFrame:
     """A row per operator call with its parent (position, -1 for none), depth, cpu_time,
     self_time (less its child operators and the runtime calls it made, as torch counts
-    it), self_gpu_time and gpu_time (seconds). `attrs["unattributed"]` holds the device
+    it), self_gpu_time and gpu_time (seconds), the part of each in kernels that use Tensor
+    Cores (tc_self_gpu_time, tc_gpu_time) and tc_eligible (1: an operator autocast runs in
+    lower precision, one that launched a Tensor Core kernel, or one around such: the
+    plugin's rule). `attrs["unattributed"]` holds the device
     time (s) that reached no operator, `attrs["launcher"]` the position of the operator
     that launched each device activity (-1: none). `links`: `linked(trace)`, where the caller has it
     (read, not changed)."""
@@ -180,16 +184,25 @@ def operator_frame(trace: ChromeTrace,
     in_op = inside_of >= 0  # a runtime call is a CPU child of its operator, as in torch
     children = np.zeros(len(ops))  # (bincount of nothing with weights gives integers)
     np.add.at(children, inside_of[in_op], runtime["dur"].to_numpy(float)[in_op])
-    total_gpu = self_gpu.copy()
+    tensor = attributed & device["name"].map(uses_tensor_cores).to_numpy(bool) \
+        & (device["kind"] == "kernel").to_numpy()
+    self_tc = np.bincount(owner[tensor], weights=device_dur[tensor],
+                          minlength=len(ops)).astype(float)
+    eligible = ops["name"].isin(TENSOR_CORE_OPERATORS).to_numpy() | (self_tc > 0)
+    total_gpu, total_tc = self_gpu.copy(), self_tc.copy()
     for level in range(int(depth.max(initial=0)), 0, -1):  # deepest first: sums go up
         here = np.flatnonzero((depth == level) & (parent >= 0))
         np.add.at(children, parent[here], dur[here])
         np.add.at(total_gpu, parent[here], total_gpu[here])
+        np.add.at(total_tc, parent[here], total_tc[here])
+        eligible[parent[here[eligible[here]]]] = True
     ops["parent"], ops["depth"] = parent, depth
     ops["cpu_time"] = dur * scale
     ops["self_time"] = (dur - children) * scale
     ops["self_gpu_time"] = self_gpu * scale
     ops["gpu_time"] = total_gpu * scale
+    ops["tc_self_gpu_time"], ops["tc_gpu_time"] = self_tc * scale, total_tc * scale
+    ops["tc_eligible"] = eligible.astype(float)
     ops.attrs["unattributed"] = float(device_dur[~attributed].sum()) * scale
     ops.attrs["launcher"] = owner  # per device activity, the operator that launched it, or -1
     ops.attrs["folded"] = int(fold.sum())

@@ -169,7 +169,13 @@ SECTIONS = (
             note="A thread's time on the CPU is its samples'; its idle time (the target's "
                  "thread) is its wall time less that."),
     Section("operators", "Operators", tables.operators_table, long=True, scopes=("operator",),
-            with_findings=True),
+            with_findings=True,
+            note="TC: Tensor Cores, as TensorBoard's operator view: eligible where autocast "
+                 "runs the operator in lower precision (or it, or one inside it, launched a "
+                 "Tensor Core kernel); the share of its device time, its own and with the "
+                 "operators inside it, in kernels that use them."),
+    Section("operator-shapes", "Operators by input shape", trace_tables.operator_shapes_table,
+            long=True, scopes=("operator_shape",)),
     Section("kernels", "Kernels by device time", trace_tables.kernels_table, long=True,
             scopes=("kernel",), with_findings=True,
             note="As TensorBoard's kernel view: Tensor Cores told by the kernel's name, blocks "

@@ -181,7 +181,9 @@ def operators_table(report: Report) -> pd.DataFrame:
     return _shown(report.operators(), "operator", [
         ("calls", "calls", fmt.count), ("cpu_time", "CPU total", fmt.seconds),
         ("self_time", "CPU self", fmt.seconds), ("gpu_time", "device total", fmt.seconds),
-        ("self_gpu_time", "device self", fmt.seconds), ("flops", "FLOP", fmt.si)])
+        ("self_gpu_time", "device self", fmt.seconds), ("flops", "FLOP", fmt.si),
+        ("tc_eligible", "TC eligible", lambda v: "yes" if v else "no"),
+        ("tc_self_share", "TC self %", fmt.share), ("tc_total_share", "TC total %", fmt.share)])
 
 
 def transfers_table(report: Report) -> pd.DataFrame:

@@ -163,6 +163,17 @@ def operator_memory_table(report: Report) -> pd.DataFrame:
         "allocated": ("allocated", fmt.size), "allocations": ("allocs", fmt.count)})
 
 
+def operator_shapes_table(report: Report) -> pd.DataFrame:
+    view = report.operators(by="shape")
+    shown = pd.DataFrame({"operator": view["name"], "input shapes": view["input_shapes"]})
+    for column, header in (("calls", "calls"), ("cpu_time", "CPU total"),
+                           ("self_time", "CPU self"), ("gpu_time", "device total"),
+                           ("self_gpu_time", "device self")):
+        if column in view.columns:
+            shown[header] = view[column].map(fmt.count if column == "calls" else fmt.seconds)
+    return shown
+
+
 def kernels_table(report: Report, by: str = "kernel") -> pd.DataFrame:
     """TensorBoard's kernel view; the columns no kernel has a value in left out (a trace
     without blocks per SM, an Nsight file's kernels)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report import held_memory, kernel_view, trace_analyses
+from profile_all.report import held_memory, kernel_view, operator_view, trace_analyses
 from profile_all.report.compare import compare
 from profile_all.report.findings import findings
 from profile_all.report.run_data import RunData, timeline_frame
@@ -44,6 +44,15 @@ class Report(RunData):
         """Per rank (and step), the device's time by type and idle, as HTA's temporal
         breakdown."""
         return trace_analyses.of(self, "device_time", per_step)
+
+    def operators(self, top: int | None = None, by: str = "operator") -> pd.DataFrame:
+        """A row per operator (torch.profiler), most self time first (device time where
+        there is): host and device times, FLOPs, TensorBoard's Tensor Core columns;
+        `by="shape"`: per operator and its input shapes."""
+        if by == "shape":
+            return operator_view.by_shape(self, top)
+        return operator_view.with_shares(
+            self._table("operator", operator_view.METRICS, "self_time", None), top)
 
     def kernels(self, top: int | None = None, by: str = "kernel") -> pd.DataFrame:
         """A row per GPU kernel, most device time first (`by="operator"`: per kernel and

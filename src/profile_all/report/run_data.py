@@ -31,7 +31,6 @@ _TIMED_SCOPES = ["run", "step", "region"]
 _FUNCTION_METRICS = ["calls", "primitive_calls", "self_time", "cumulative_time"]
 _LINE_COLUMNS = ["function", "line", "calls", "rss_increment", "rss", "self_time",
                  "cumulative_time", "samples", "named"]
-_OPERATOR_METRICS = ["calls", "cpu_time", "self_time", "gpu_time", "self_gpu_time", "flops"]
 
 
 def empty_samples() -> pd.DataFrame:
@@ -148,13 +147,6 @@ class RunData(FrameViews):
     def threads(self) -> pd.DataFrame:
         """A row per thread a sampling profiler saw: samples, time on and off the CPU."""
         return sampling.threads(self.scoped("thread"), self.facts)
-
-    def operators(self, top: int | None = None) -> pd.DataFrame:
-        """A row per operator (torch.profiler): host times, device times (s), FLOPs."""
-        table = self._table("operator", _OPERATOR_METRICS, "self_time", top)
-        if "gpu_time" in table.columns and table["gpu_time"].sum() > 0:
-            table = table.sort_values("self_gpu_time", ascending=False, ignore_index=True)
-        return table
 
     def compilation(self) -> pd.DataFrame:
         """What torch.compile did in the timing pass: compiles, recompiles, graph breaks."""
