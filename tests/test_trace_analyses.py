@@ -144,6 +144,30 @@ def test_kernel_and_operator_views_as_tensorboard(two_ranks):
     assert by_operator.loc[("relu_kernel", "aten::relu"), "gpu_time"] == pytest.approx(8 * US)
 
 
+def test_tensorboard_s_advice_where_no_other_finding_gives_it(two_ranks):
+    """Each rank's DataLoader range holds 5 of its step's 100 µs: the plugin's 5%; the
+    V100 ran its gemm on Tensor Cores, so no mixed-precision advice."""
+    found = two_ranks.findings()
+    said = found[found["rule"] == "input"]["finding"].tolist()
+    assert said == [f"rank {rank}: the DataLoader takes 5.0% of the steps' time "
+                    "(TensorBoard's step time breakdown)" for rank in (0, 1)]
+    assert not found["finding"].str.contains("Tensor Cores").any()
+
+
+def test_tensorboard_s_recommendations_on_its_own_sample(fixtures, tmp_path):
+    """The plugin says of its ResNet-50 sample: 22.9% of the step time in the DataLoader,
+    68% of kernel time launched by Tensor Core eligible operators (67.6%) without mixed
+    precision. profile-all counts every eligible operator's own kernel time over all
+    operators' (the plugin: the bottom-most eligible ones', over the operators it kept)."""
+    name = "resnet50_num_workers_0.worker0.1623143566756.pt.trace.json.gz"
+    found = pa.ingest([fixtures / "traces" / "tensorboard_samples" / name],
+                      tmp_path / "run").findings()
+    assert "input-bound: loading data takes 22.9% of the steps' time" in found["finding"].tolist()
+    advice = found[found["finding"].str.contains("could run on Tensor Cores")].iloc[0]
+    assert advice["share"] == pytest.approx(0.676, abs=0.015)
+    assert "torch.autocast" in advice["try"]
+
+
 def test_straggler_named_with_its_step(two_ranks):
     stragglers = two_ranks.stragglers().iloc[0]
     assert stragglers["most_computation_rank"] == 1

@@ -25,6 +25,7 @@ from profile_all.report.findings import (
     steps,
     threads,
     timing,
+    trace_advice,
     trust,
 )
 from profile_all.report.findings.finding import COLUMNS, Finding
@@ -38,7 +39,8 @@ RULES = (trust.ended_badly, compiling.compile_time, compiling.recompiles_and_bre
          held_memory.optimizer_state, held_memory.activations_at_peak, device.idle, device.syncs,
          device.communication, device.efficiency, distortion.tracing_distortion,
          per_rank.launch_bound, threads.openmp_waits, trust.doubts, trust.straggler,
-         per_rank.computation_straggler)
+         per_rank.computation_straggler, trace_advice.data_loading,
+         trace_advice.mixed_precision)
 
 
 def findings(report: RunData) -> pd.DataFrame:

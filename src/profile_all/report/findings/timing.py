@@ -92,6 +92,11 @@ def _input_sources(report: RunData) -> list[tuple[float, str, str, str]]:
             loading = rows["value"].sum()
             found.append((loading / base, what, f"{backend} ranges {_DATALOADER_RANGE}…: "
                           f"{fmt.seconds(loading)} of {fmt.seconds(base)} {what}", _LOADING))
+    steps = report.step_time()  # a trace's breakdown: the DataLoader's ranges or operators
+    if not steps.empty and steps["step_time"].sum() > 0 and steps["data_loader"].sum() > 0:
+        found.append((steps["data_loader"].sum() / steps["step_time"].sum(), "steps' time",
+                      f"step time breakdown: data loader {fmt.seconds(steps['data_loader'].sum())}"
+                      f" of {fmt.seconds(steps['step_time'].sum())} of steps", _LOADING))
     functions = report.functions()
     if not functions.empty:
         nexts = functions[functions["name"].str.contains(_DATALOADER_NEXT)]
