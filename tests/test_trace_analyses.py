@@ -307,6 +307,30 @@ def test_memory_view_of_a_trace_made_here_as_the_plugin_s(tmp_path, capsys):
     assert "Memory allocated and reserved, CPU" in (tmp_path / "run" / "report.html").read_text()
 
 
+def test_module_view_of_a_trace_made_here_as_the_plugin_s(tmp_path, capsys):
+    """A CPU loop over nested Sequentials recorded with_stack: the module tree (Linear_1
+    inside Sequential_1 inside Sequential_0), each module's calls, operators and times as
+    the plugin's module view has them."""
+    import torch
+
+    check = _against_tb_plugin()
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Sequential(
+        torch.nn.Linear(128, 32), torch.nn.ReLU()), torch.nn.Linear(32, 8))
+    every_step = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
+    with torch.profiler.profile(schedule=every_step, with_stack=True) as profile:
+        for _ in range(6):
+            model(torch.randn(32, 64)).sum().backward()
+            profile.step()
+    trace = tmp_path / "modules.pt.trace.json"
+    profile.export_chrome_trace(str(trace))
+    assert check.compare(str(trace)), capsys.readouterr().out
+    assert "Sequential_1/Linear_1 host " in capsys.readouterr().out
+    view = pa.ingest([trace], tmp_path / "run").module_view().set_index("path")
+    linear = view.loc["Sequential_0/Sequential_1/Linear_1"]
+    assert (linear["depth"], linear["calls"], linear["operators"]) == (2, 3, 3)
+    assert view.loc["Sequential_0", "cpu_time"] > view.loc["Sequential_0", "self_time"] > 0
+
+
 def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
     trace = tmp_path / "gloo.json.gz"
     trace.write_bytes((fixtures / "traces" / "cpu_only_gloo_rank34.json.gz").read_bytes())

@@ -156,6 +156,36 @@ def _operators(plugin, report) -> list[bool]:
     return fine
 
 
+def _modules(plugin, report) -> list[bool]:
+    """The module view of a trace recorded with modules: per module of the plugin's tree,
+    its calls and operators equal, host and device time (own and total) within 1%."""
+    from torch_tb_profiler.profiler.module_op import aggegate_module_view
+
+    theirs = aggegate_module_view(plugin.tid2tree, plugin.events)
+    if not theirs:
+        return []
+    ours = report.module_view().set_index("path")
+    fine = []
+
+    def walk(modules, above: str) -> None:
+        for module in modules:
+            path = f"{above}/{module.name}" if above else module.name
+            mine = ours.loc[path]
+            fine.append(mine["calls"] == module.occurences
+                        and mine["operators"] == module.operators)
+            fine.extend(_check(f"module {path[-30:]} {what}", value / US, other, other)
+                        for what, value, other in (
+                            ("host", mine["cpu_time"], module.host_duration),
+                            ("host self", mine["self_time"], module.self_host_duration),
+                            ("device", mine["gpu_time"], module.device_duration),
+                            ("device self", mine["self_gpu_time"],
+                             module.self_device_duration)))
+            walk(module.children, path)
+
+    walk(theirs, "")
+    return fine
+
+
 def _known(value: float) -> float:
     """A share profile-all leaves NaN (no device time to share) is the plugin's 0."""
     return 0.0 if pd.isna(value) else value
@@ -212,6 +242,7 @@ def compare(path: str) -> bool:
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
     fine += _gpu(plugin, report) + _kernels(plugin, report, blind) + _memory(plugin, report)
+    fine += _modules(plugin, report)
     if not blind:
         fine += _operators(plugin, report)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"

@@ -45,8 +45,10 @@ CATEGORIES = {
     "cuda_runtime": "runtime", "runtime": "runtime", "cuda_driver": "runtime",
     "hip_runtime": "runtime",
     "user_annotation": "annotation", "gpu_user_annotation": "gpu_annotation",
+    "python_function": "python",
 }
 STEP_PREFIX = "ProfilerStep#"
+MODULE_PREFIX = "nn.Module: "
 #: the flow events that tie a launch (`s`, on the CPU) to its device activity (`f`)
 FLOW_CATEGORY = "ac2g"
 
@@ -63,6 +65,8 @@ class TraceColumns:
     device: list[tuple] = field(default_factory=list)
     # (thread, ts, device, bytes, total allocated, total reserved): `[memory]` instants
     memory: list[tuple] = field(default_factory=list)
+    # (name, thread, ts, dur): `nn.Module: X` calls (with_stack or with_modules)
+    modules: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur, correlation, external_id): CUDA/HIP runtime and driver calls
     runtime: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur): record_function ranges (regions) and ProfilerStep#N
@@ -176,6 +180,9 @@ class _Collector:
             columns.ops.append(self._op(name, thread, ts, dur, args))
         elif kind in ("op", "annotation"):  # old traces write ProfilerStep#N as an op
             columns.annotations.append((name, thread, ts, dur))
+        elif kind == "python":
+            if name.startswith(MODULE_PREFIX):
+                columns.modules.append((name[len(MODULE_PREFIX):], thread, ts, dur))
         elif kind == "gpu_annotation":
             columns.gpu_annotations.append((name, dur))
         elif kind == "runtime":

@@ -28,6 +28,7 @@ from profile_all.readers.device_time import device_time_rows
 from profile_all.readers.gpu_metrics import gpu_rows
 from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.kernel_rows import device_rows
+from profile_all.readers.module_rows import module_rows
 from profile_all.readers.operator_memory import operator_memory_rows
 from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
@@ -234,6 +235,7 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
         spans.append((ops["ts"].min(), (ops["ts"] + ops["dur"]).max()))
         rows += _operator_rows(ops, has_device=not device.empty)
         rows += operator_memory_rows(ops, columns.memory)
+        rows += module_rows(columns.modules, ops, scale)
         unattributed = ops.attrs["unattributed"]
     else:
         ops = columns_frame([], ["name", "thread", "ts", "dur"])

@@ -21,7 +21,7 @@ from profile_all.readers.plausible import COUNT, DURATION, TIME, Field
 
 #: the timed columns: (attribute, position of ts, of dur, what an event of it is)
 _TIMED = (("ops", 2, 3, "operator"), ("device", 3, 4, ""), ("runtime", 2, 3, "runtime call"),
-          ("annotations", 2, 3, "range"))
+          ("annotations", 2, 3, "range"), ("modules", 2, 3, "module call"))
 #: other numbers that reach totals: (attribute, position, field name)
 _COUNTS = {"ops": (5, "args.FLOPs"), "device": (6, "args.bytes")}
 

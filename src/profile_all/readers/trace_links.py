@@ -33,7 +33,7 @@ _DEVICE_COLUMNS = ["name", "kind", "thread", "ts", "dur", "correlation", "bytes"
 _RUNTIME_COLUMNS = ["name", "thread", "ts", "dur", "correlation", "external_id"]
 
 
-def _parents(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def parents(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(parent index or -1, depth) of intervals of one thread sorted by (ts, -dur).
 
     A zero-length interval ends just after it starts, so that it is not counted as ended
@@ -118,7 +118,7 @@ def _nest(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarr
     threads = ops.groupby("thread", sort=False).indices
     for positions in threads.values():
         first, stop = positions[0], positions[-1] + 1
-        local_parent, depth[first:stop] = _parents(ts[first:stop], end[first:stop])
+        local_parent, depth[first:stop] = parents(ts[first:stop], end[first:stop])
         parent[first:stop] = np.where(local_parent >= 0, local_parent + first, -1)
     return parent, depth, threads
 

@@ -174,6 +174,11 @@ SECTIONS = (
                  "runs the operator in lower precision (or it, or one inside it, launched a "
                  "Tensor Core kernel); the share of its device time, its own and with the "
                  "operators inside it, in kernels that use them."),
+    Section("module-view", "Modules (a trace recorded with modules)",
+            trace_tables.module_view_table, long=True, scopes=("trace_module",),
+            note="TensorBoard's module view: each module under the one around it; operators "
+                 "and self times count what lies directly inside it; mean is a call's device "
+                 "time, else its host time."),
     Section("operator-shapes", "Operators by input shape", trace_tables.operator_shapes_table,
             long=True, scopes=("operator_shape",)),
     Section("kernels", "Kernels by device time", trace_tables.kernels_table, long=True,

@@ -163,6 +163,22 @@ def operator_memory_table(report: Report) -> pd.DataFrame:
         "allocated": ("allocated", fmt.size), "allocations": ("allocs", fmt.count)})
 
 
+def module_view_table(report: Report) -> pd.DataFrame:
+    """The module tree, each module indented under the one around it."""
+    table = report.module_view()
+    if table.empty:
+        return pd.DataFrame()
+    table = table.assign(shown=["  " * depth + module for depth, module
+                                in zip(table["depth"], table["module"], strict=True)])
+    columns = {"shown": ("module", str), "calls": ("calls", fmt.count),
+               "operators": ("operators", fmt.count), "cpu_time": ("host", fmt.seconds),
+               "self_time": ("host self", fmt.seconds)}
+    if table["gpu_time"].any():
+        columns.update({"gpu_time": ("device", fmt.seconds),
+                        "self_gpu_time": ("device self", fmt.seconds)})
+    return _shown(table, {**columns, "mean": ("mean", fmt.seconds)})
+
+
 def operator_shapes_table(report: Report) -> pd.DataFrame:
     view = report.operators(by="shape")
     shown = pd.DataFrame({"operator": view["name"], "input shapes": view["input_shapes"]})

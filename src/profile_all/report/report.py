@@ -67,6 +67,11 @@ class Report(RunData):
         allocations (bytes and counts, with the operators inside), calls."""
         return trace_analyses.of(self, "operator_memory")
 
+    def module_view(self) -> pd.DataFrame:
+        """Per rank, the modules of a trace recorded with modules (`with_stack`), in their
+        tree: calls, operators directly inside, host and device time, own and total."""
+        return trace_analyses.of(self, "module_view")
+
     def gpu_metrics(self) -> pd.DataFrame:
         """Per rank and device, TensorBoard's GPU summary: utilization, estimated SM
         efficiency and occupancy, Tensor Core share, the device's properties."""

@@ -251,12 +251,35 @@ def operator_memory(frame: pd.DataFrame) -> pd.DataFrame:
                              ascending=[True, True, False, True], ignore_index=True)[columns]
 
 
+MODULE_VIEW = ["calls", "operators", "cpu_time", "self_time", "gpu_time", "self_gpu_time"]
+
+
+def module_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, TensorBoard's module view of a trace recorded with modules (readers/
+    module_rows.py): each module under the path of those around it, in the tree's order
+    (depth first, by name), its calls, operators directly inside it, host and device time,
+    own and total, and `mean` (a call's device time, else its host time, as the plugin)."""
+    rows = _scope(frame, "trace_module")
+    columns = ["rank", "module", "path", "depth", *MODULE_VIEW, "mean", "pass"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    table = _summed(rows, [*_KEYS, "parent", "name"], "metric")
+    table = table.reindex(columns=MODULE_VIEW).fillna(0.0).reset_index()
+    table["path"] = [f"{parent}/{name}" if parent else name
+                     for parent, name in zip(table["parent"], table["name"], strict=True)]
+    table["depth"] = table["path"].str.count("/")
+    table["mean"] = (table["gpu_time"].where(table["gpu_time"] > 0, table["cpu_time"])
+                     / table["calls"])
+    table = table.rename(columns={"name": "module"})
+    return table.sort_values(["rank", "pass", "path"], ignore_index=True)[columns]
+
+
 #: each view, and the scopes of the rows it reads
 _VIEWS = {device_time: ("device_time",), step_time: ("step_time",),
           kernel_types: ("kernel_type",), overlap: ("kernel_type", "host_communication"),
           top_kernels: ("kernel",), launches: ("launch",), idle_streams: ("stream",),
           stragglers: ("step_time", "device_time"), gpu_metrics: ("gpu",),
-          operator_memory: ("operator_memory",)}
+          operator_memory: ("operator_memory",), module_view: ("trace_module",)}
 _BY_NAME = {view.__name__: (view, scopes) for view, scopes in _VIEWS.items()}
 
 
