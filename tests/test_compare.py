@@ -206,3 +206,39 @@ def test_an_interval_too_wide_to_rule_out_a_change_is_inconclusive():
     assert _verdict(ratio(-0.30, 0.02)).startswith("inconclusive")
     assert _verdict(ratio(-0.05, 0.08)) == "no change"
     assert _verdict(ratio(0.10, 0.40)) == "slower"
+
+
+def _trace_of(path, op_us: int, kernel_us: int) -> None:
+    """Two steps of aten::mm (op_us each) launching a gemm (kernel_us each)."""
+    events = []
+    for step in range(2):
+        at = step * 1000
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+             "tid": 1, "ts": at, "dur": 900},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+             "ts": at + 10, "dur": op_us},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": at + 20, "dur": 5, "args": {"correlation": step + 1}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": at + 30,
+             "dur": kernel_us, "args": {"correlation": step + 1, "device": 0}}]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_two_ingested_traces_compare_on_operators_and_kernels(tmp_path):
+    """TensorBoard's diff view: two traces (no timed region between them) compared on each
+    operator's calls, host and device time and each kernel's, untested (totals)."""
+    for label, op_us, kernel_us in (("a", 100, 80), ("b", 150, 120)):
+        _trace_of(tmp_path / f"{label}.json", op_us, kernel_us)
+        assert profile_all("ingest", tmp_path / f"{label}.json", "-o",
+                           tmp_path / label).returncode == 0
+    done = profile_all("compare", tmp_path / "a", tmp_path / "b")
+    assert done.returncode == 0, done.stderr
+    table = pa.load(tmp_path / "a").compare(pa.load(tmp_path / "b"))
+    rows = table.set_index(["kind", "name", "metric"])
+    assert rows.loc[("operator", "aten::mm", "calls"), ["a", "b"]].tolist() == [2, 2]
+    assert rows.loc[("operator", "aten::mm", "cpu_time"), "change"] == pytest.approx(0.5)
+    assert rows.loc[("operator", "aten::mm", "gpu_time"), ["a", "b"]].tolist() == \
+        pytest.approx([160e-6, 240e-6])
+    assert rows.loc[("kernel", "gemm", "gpu_time"), "change"] == pytest.approx(0.5)
+    assert "aten::mm" in done.stdout and "240 µs" in done.stdout

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.rows import region_paths
+from profile_all.rows import UNIT_OF_METRIC, region_paths
 from profile_all.safe_text import utf8
 
 if TYPE_CHECKING:
@@ -246,13 +246,15 @@ def environment_table(report: Report) -> pd.DataFrame:
 
 
 def _measure(metric: str, value: Any) -> str:
+    """A compared value in its metric's unit (`wall_time median`: seconds)."""
     if value is None or pd.isna(value):
         return ""
-    if metric.startswith(("wall_time", "gpu_time", "latency", "self_time")):
+    unit = UNIT_OF_METRIC.get(metric.split(" ")[0], "B")
+    if unit == "s":
         return fmt.seconds(value)
-    if metric.startswith("flops"):
+    if unit == "FLOP":
         return f"{fmt.count(value)} FLOP"
-    return fmt.size(value)
+    return fmt.count(value) if unit == "count" else fmt.size(value)
 
 
 def compare_table(table: pd.DataFrame) -> pd.DataFrame:

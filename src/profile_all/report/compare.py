@@ -13,9 +13,11 @@ unknown, and the verdict says `untested` (the interval over blocks is still show
 row says what it rests on (`basis`), and `slower_than` (the CI gate) refuses to judge
 runs of one timing pass. Fewer than MIN_CALLS calls on either side cannot be tested.
 
-Functions (cProfile) and operators (torch.profiler) keep totals, not calls, so their change
-is shown without a test (`no per-call samples`). FLOP counts are exact: any difference is
-`changed`. Peak memory is one sampled value a run: its difference is shown untested.
+Functions (cProfile), operators and kernels (torch.profiler: calls, host and device time,
+own and total, as TensorBoard's diff view; two ingested traces compare on these alone)
+keep totals, not calls, so their change is shown without a test (`no per-call samples`).
+FLOP counts are exact: any difference is `changed`. Peak memory is one sampled value a
+run: its difference is shown untested.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from profile_all.errors import UsageError
 
 MIN_CALLS = 3
 TOP = 10
+#: an operator's measures compared, as TensorBoard's diff view shows them (each where both
+#: runs have it: device times from traces with device work)
+_OPERATOR_DIFF = ["calls", "self_time", "cpu_time", "self_gpu_time", "gpu_time"]
 #: a tested change smaller than this is not called slower or faster: two runs of the same
 #: code made at different times on one machine differ by this much (load, frequency,
 #: memory layout), which the repeats inside one run do not sample (an A/A pair of sleeping
@@ -179,16 +184,20 @@ def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = 2000,
     `attrs["notes"]`: what makes the two runs unlike, a sentence each; `attrs["cwd"]`: the
     second run's folder."""
     timed = _timed(a, b, confidence, resamples, seed)
-    if all(row["verdict"].startswith("only in") for row in timed):
+    totals = _totals("function", a, b, "functions", "self_time")
+    for metric in _OPERATOR_DIFF:  # TensorBoard's diff view: operators and kernels
+        totals += _totals("operator", a, b, "operators", metric)
+    totals += _totals("kernel", a, b, "kernels", "gpu_time") + _totals(
+        "kernel", a, b, "kernels", "calls")
+    in_both = [row for row in totals if not (pd.isna(row["a"]) or pd.isna(row["b"]))]
+    if all(row["verdict"].startswith("only in") for row in timed) and not in_both:
         names_a = sorted(set(a.samples["name"])) or ["none"]
         names_b = sorted(set(b.samples["name"])) or ["none"]
         raise UsageError(
             "the two runs have no timed region, step or model in common (first: "
-            f"{', '.join(names_a[:5])}; second: {', '.join(names_b[:5])})")
-    rows = timed
-    rows += _totals("function", a, b, "functions", "self_time")
-    rows += _totals("operator", a, b, "operators", "self_time")
-    rows += _counts(a, b)
+            f"{', '.join(names_a[:5])}; second: {', '.join(names_b[:5])}), nor a function, "
+            "operator or kernel")
+    rows = timed + totals + _counts(a, b)
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     table.attrs["notes"] = _unlike(a, b)
     table.attrs["cwd"] = b.meta.cwd  # functions' files are shown from it
