@@ -375,3 +375,22 @@ def test_deep_sampled_stacks_of_long_names_fit(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     calls = pa.load(tmp_path / "run").frame.query("scope == 'call'")
     assert len(calls) > 0 and calls["parent"].str.len().sum() <= 32 * 2**20 + 256 * 5100
+
+
+def test_events_of_categories_no_reader_reads_are_said(tmp_path):
+    """Another accelerator's kernels (MTIA) and CUPTI's profiler ranges were dropped without
+    a word: left out and counted by category; the profiler's own span is no loss."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 10 * i, "dur": 5, "args": {}} for i in range(10)]
+    events += [{"ph": "X", "cat": "mtia_kernel", "name": "k", "pid": 2, "tid": 3, "ts": 10 * i,
+                "dur": 3} for i in range(7)]
+    events += [{"ph": "X", "cat": "cuda_profiler_range", "name": "r", "pid": 2, "tid": 3,
+                "ts": 0, "dur": 100},
+               {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 1, "tid": 1,
+                "ts": 0, "dur": 100}]
+    trace = tmp_path / "mtia.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    report = pa.ingest([trace], tmp_path / "run")
+    assert report.meta.status == "partial"
+    assert f"{trace}: 8 events of categories profile-all does not read are left out of every " \
+        "total: mtia_kernel (7), cuda_profiler_range (1)" in report.meta.doubts

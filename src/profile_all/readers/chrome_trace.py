@@ -60,8 +60,7 @@ class TraceColumns:
 
     # (name, thread, ts, dur, external_id, flops, input_dims)
     ops: list[tuple] = field(default_factory=list)
-    # (name, kind, thread, ts, dur, correlation, bytes, device, blocks per SM, occupancy):
-    # kernels, memcpy, memset
+    # kernels, copies, fills: (name, kind, thread, ts, dur, correlation, event_args.device_args)
     device: list[tuple] = field(default_factory=list)
     # (thread, ts, device, bytes, total allocated, total reserved): `[memory]` instants
     memory: list[tuple] = field(default_factory=list)
@@ -71,14 +70,15 @@ class TraceColumns:
     runtime: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur): record_function ranges (regions) and ProfilerStep#N
     annotations: list[tuple] = field(default_factory=list)
-    # (name, dur)
-    gpu_annotations: list[tuple] = field(default_factory=list)
+    gpu_annotations: list[tuple] = field(default_factory=list)  # (name, dur)
     #: ac2g flow ids by the (thread, ts) they start (launch) or finish (device) at
     flow_starts: dict[tuple[str, float], int] = field(default_factory=dict)
     flow_finishes: dict[tuple[str, float], int] = field(default_factory=dict)
     events: int = 0
     #: complete events left out for a name that is not text (null, a number, an object)
     nameless: int = 0
+    #: complete events of a category no reader reads (another accelerator's), by category
+    unread: dict[str, int] = field(default_factory=dict)
 
 
 #: the highest rank a trace may name (a million ranks)
@@ -161,6 +161,7 @@ class _Collector:
                 continue
             kind = CATEGORIES.get(category) or CATEGORIES.get(category.lower())
             if kind is None:
+                columns.unread[category] = columns.unread.get(category, 0) + 1
                 continue
             try:
                 name, pid, tid, ts, dur = basic(event)

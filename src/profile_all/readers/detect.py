@@ -126,10 +126,16 @@ def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
     from profile_all.readers.chrome_trace import STEP_PREFIX, load
     from profile_all.readers.operator_memory import memory_curve
     from profile_all.readers.trace_analysis import trace_rows
-    from profile_all.readers.trace_checks import drop_impossible, drop_repeated, drop_unnested
+    from profile_all.readers.trace_checks import (
+        drop_impossible,
+        drop_repeated,
+        drop_unnested,
+        unread_said,
+    )
 
     trace = load(path) if parsed is None else parsed
-    doubts = drop_impossible(trace) + drop_repeated(trace) + drop_unnested(trace)
+    doubts = drop_impossible(trace) + drop_repeated(trace) + drop_unnested(trace) + \
+        unread_said(trace)
     if not trace.columns.ops and not trace.columns.device and not trace.columns.annotations:
         raise IngestError(f"{path}: a trace with no operator, kernel or range in it "
                           f"({trace.columns.events} events): nothing to report")

@@ -164,3 +164,22 @@ def drop_repeated(trace: ChromeTrace) -> list[str]:
     return [f"{trace.path}: {repeated:,} event{'s' if repeated > 1 else ''} repeating an "
             "earlier one (the same name, thread or stream, start and duration) left out: "
             "counted once"]
+
+
+#: categories left out on purpose: the profiler's own span (`Trace`), and Python calls of a
+#: trace recorded with_stack (only nn.Module calls are read: readers/module_rows.py)
+_UNREAD_ON_PURPOSE = {"Trace", "python_function"}
+
+
+def unread_said(trace: ChromeTrace) -> list[str]:
+    """The doubt on complete events of categories no reader reads (another accelerator's
+    kernels, CUPTI's profiler ranges): left out, counted by category, never silently."""
+    left_out = {category: count for category, count in trace.columns.unread.items()
+                if category not in _UNREAD_ON_PURPOSE}
+    if not left_out:
+        return []
+    named = ", ".join(f"{category[:80]} ({count:,})" for category, count in sorted(
+        left_out.items(), key=lambda item: -item[1])[:5])
+    more = f" and {len(left_out) - 5} more categories" if len(left_out) > 5 else ""
+    return [f"{trace.path}: {sum(left_out.values()):,} events of categories profile-all does "
+            f"not read are left out of every total: {named}{more}"]
