@@ -293,3 +293,38 @@ def test_a_long_ingest_says_how_far_it_is(tmp_path):
     assert told == [(read, 120) for read in range(1, 121)]
     with pytest.raises(pa.UsageError, match=r"progress must be a function of \(files read, "):
         pa.ingest([logs], tmp_path / "bad", progress="yes")
+
+
+def test_files_of_other_kinds_are_named_for_what_they_are(tmp_path):
+    """torch's execution trace and memory timeline (made here by torch itself), a memory
+    snapshot pickle and a tar.gz of rank traces: each refused in one line that says what it
+    is and what to give instead, never opened as a trace (nor unpickled)."""
+    import pickle
+    import tarfile
+
+    import torch
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+    model = torch.nn.Linear(16, 4)
+    observer = ExecutionTraceObserver()
+    observer.register_callback(str(tmp_path / "et.json"))
+    observer.start()
+    model(torch.randn(2, 16)).sum().backward()
+    observer.stop()
+    observer.unregister_callback()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as profiled:
+        model(torch.randn(2, 16)).sum().backward()
+    profiled.export_memory_timeline(str(tmp_path / "timeline.json"))
+    (tmp_path / "snapshot.pickle").write_bytes(pickle.dumps({"segments": []}))
+    with tarfile.open(tmp_path / "ranks.tar.gz", "w:gz") as archive:
+        archive.add(tmp_path / "et.json", arcname="rank0.json")
+    for name, said in (("et.json", "an execution trace"), ("timeline.json", "a memory timeline"),
+                       ("snapshot.pickle", "a pickle"), ("ranks.tar.gz", "an archive")):
+        out = tmp_path / f"run-{name}"
+        done = profile_all("ingest", tmp_path / name, "-o", out)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"profile-all: error: {tmp_path / name}: {said}"), done.stderr
+        assert not out.exists()

@@ -18,6 +18,7 @@ from profile_all.readers import (
     nsys_csv_table,
     nsys_rep,
     nsys_sqlite,
+    other_files,
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -98,6 +99,9 @@ def read_any(path: str | Path, parsed: Any = None) -> IngestedFile:
     compressed = head.startswith((nsys_csv_table.GZIP_MAGIC, nsys_csv_table.XZ_MAGIC))
     if compressed and not nsys_csv_table.decompressed_head(head):
         raise BrokenFile(f"{path}: corrupt or truncated compressed data")
+    what = other_files.named(nsys_csv_table.decompressed_head(head))
+    if what is not None:
+        raise IngestError(f"{path}: {what}")
     kind = _kind(head)
     if kind is None:
         raise IngestError(f"{path}: not a file profile-all reads; it reads {KINDS_READ}")
