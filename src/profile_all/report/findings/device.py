@@ -68,7 +68,9 @@ def idle(report: RunData) -> list[Finding]:
             unit="s", evidence=f"{traced['backend']} pass {traced['pass']} rank "
             f"{traced['rank']}: device busy {fmt.seconds(busy)} "
             + ("(the union over streams)" if exact else "(summed over streams: idle is at "
-               "least this)") + f" in {fmt.seconds(traced['wall_time'])} of host time",
+               "least this)") + f" in {fmt.seconds(traced['wall_time'])} of host time (the "
+            "device time table's idle share is of the device's own span, first activity to "
+            "last, not of the host's)",
             suggestion="CUDA graphs or torch.compile(mode='reduce-overhead') for many tiny "
                        "kernels; larger batches; move host work (data, Python) off the loop"
             if tiny else "find the host time in the functions and operators tables; larger "
