@@ -127,8 +127,7 @@ def _nsys_csv(path: Path) -> IngestedFile:
 
 
 def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
-    from profile_all.readers.chrome_trace import STEP_PREFIX, load
-    from profile_all.readers.operator_memory import memory_curve
+    from profile_all.readers.chrome_trace import load
     from profile_all.readers.trace_analysis import trace_rows
     from profile_all.readers.trace_checks import (
         drop_impossible,
@@ -146,11 +145,10 @@ def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
     devices = [d.get("name") for d in trace.meta.get("deviceProperties") or []
                if isinstance(d, dict)]
     distributed = trace.meta.get("distributedInfo") or {}
-    steps = [(name, ts, dur) for name, _thread, ts, dur in trace.columns.annotations
-             if name.startswith(STEP_PREFIX)]
-    return IngestedFile(path, "torch-profiler", trace.rank, trace_rows(trace),
-                        {"devices": devices, "distributed": distributed},
-                        memory_curve(trace.columns.memory, steps, trace.seconds_per_unit),
+    timeline: list[list[Any]] = []
+    rows = trace_rows(trace, timeline)
+    return IngestedFile(path, "torch-profiler", trace.rank, rows,
+                        {"devices": devices, "distributed": distributed}, timeline,
                         doubts=doubts)
 
 

@@ -16,6 +16,7 @@ named `GPU <device>`), computed as the plugin's GPUMetricsParser does:
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -60,15 +61,20 @@ def _sm_efficiency(starts: np.ndarray, ends: np.ndarray, blocks: np.ndarray,
                    low: float, high: float) -> float:
     """The time-weighted sum of `min(blocks per SM of the kernels running, 1)` within
     [low, high] (each moment's running sum, as the plugin sweeps the kernels' ends)."""
+    begin, end, value = _levels(starts, ends, blocks)
+    return float((value * (np.clip(end, low, high) - np.clip(begin, low, high))).sum())
+
+
+def _levels(starts: np.ndarray, ends: np.ndarray, blocks: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, values): each span between two kernel edges and its estimated SM
+    efficiency, the blocks per SM of the kernels running then summed and capped at 1."""
     times = np.concatenate([starts, ends])
     steps = np.concatenate([blocks, -blocks])
     order = np.lexsort((np.r_[np.zeros(len(starts)), np.ones(len(ends))], times))
     times, level = times[order], np.cumsum(steps[order])
-    spans = np.diff(times)
-    value = np.minimum(level[:-1], 1.0)
-    left, right = np.clip(times[:-1], low, high), np.clip(times[1:], low, high)
-    weight = np.where(spans > 0, right - left, 0.0)
-    return float((np.where(level[:-1] > 0, value, 0.0) * weight).sum())
+    value = np.where(level[:-1] > 0, np.minimum(level[:-1], 1.0), 0.0)
+    return times[:-1], times[1:], value
 
 
 def _device_rows(name: str, kernels: pd.DataFrame, low: float, high: float,
@@ -133,3 +139,46 @@ def gpu_rows(device: pd.DataFrame, span: tuple[float, float] | None,
         rows += _device_rows(name, group, *span, scale)
         rows += _properties(name, by_id.get(number, {}))
     return rows
+
+
+#: the most buckets of the GPU metrics over time (the plugin's: a power of ten of µs each)
+BUCKETS = 100
+
+
+def gpu_timeline(device: pd.DataFrame, origin: float, scale: float) -> list[list[Any]]:
+    """The timeline's `gpu:<device>` series: utilization, estimated SM efficiency and
+    occupancy in buckets of a power of ten of microseconds, at most BUCKETS from `origin`
+    (the trace's unit) to the last kernel's end, each at its bucket's start (seconds since
+    `origin`), as the plugin draws its GPU utilization."""
+    kernels = device[device["kind"] == "kernel"]
+    if kernels.empty:
+        return []
+    entries = []
+    for device_id, group in kernels.groupby(kernels["device"].fillna(-1), sort=True):
+        starts = group["ts"].to_numpy(float)
+        ends = starts + group["dur"].to_numpy(float)
+        span, size = float(ends.max()) - origin, 1e-6 / scale  # one µs in the trace's unit
+        while span / size > BUCKETS:
+            size *= 10
+        edges = origin + size * np.arange(int(np.ceil(span / size)) + 1)
+        merged = intervals.merged(starts, ends)
+        blocks = group["blocks_per_sm"].to_numpy(float)
+        known = blocks > 0
+        levels = _levels(starts[known], ends[known], blocks[known]) if known.any() else None
+        occupancy = group["occupancy"].to_numpy(float)
+        series = f"gpu:GPU {int(device_id)}" if device_id >= 0 else "gpu:GPU (unknown)"
+        for low, high in pairwise(edges):
+            at, width = (low - origin) * scale, high - low
+            busy = intervals.clipped(*merged, low, high)
+            entries.append([series, "utilization", at, at,
+                            float((busy[1] - busy[0]).sum()) / width, "ratio"])
+            if levels is not None:
+                held = np.clip(levels[1], low, high) - np.clip(levels[0], low, high)
+                entries.append([series, "sm_efficiency", at, at,
+                                float((levels[2] * held).sum()) / width, "ratio"])
+            inside = np.clip(ends, low, high) - np.clip(starts, low, high)
+            weighted = (occupancy >= 0) & (inside > 0)
+            if weighted.any():
+                entries.append([series, "occupancy", at, at, float(np.average(
+                    occupancy[weighted], weights=inside[weighted])), "ratio"])
+    return entries

@@ -91,14 +91,12 @@ def operator_memory_rows(ops: pd.DataFrame, memory: list[tuple]) -> list[list[An
     return rows
 
 
-def memory_curve(memory: list[tuple], steps: list[tuple], scale: float) -> list[list[Any]]:
+def memory_curve(memory: list[tuple], steps: list[tuple], scale: float,
+                 origin: float) -> list[list[Any]]:
     """The timeline's `memory:<device>` series (allocated and reserved bytes at each
     record) and its `step` bands (each ProfilerStep range: name, start, end), in seconds
-    since the first of them; `steps`: (name, start, duration) in the trace's unit."""
+    since `origin`; `steps`: (name, start, duration) in the trace's unit."""
     records = pd.DataFrame(memory, columns=_RECORD_COLUMNS).dropna(subset=["ts"])
-    if records.empty:
-        return []
-    origin = min([float(records["ts"].min()), *(float(start) for _n, start, _d in steps)])
     entries = [["step", name, (start - origin) * scale, (start + length - origin) * scale,
                 float("nan"), "s"] for name, start, length in steps]
     for device, one in records.sort_values("ts", kind="stable").groupby("device", sort=True):

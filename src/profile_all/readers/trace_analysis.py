@@ -25,11 +25,11 @@ from profile_all.readers import intervals
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.device_time import device_time_rows
-from profile_all.readers.gpu_metrics import gpu_rows
+from profile_all.readers.gpu_metrics import gpu_rows, gpu_timeline
 from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.kernel_rows import device_rows
 from profile_all.readers.module_rows import module_rows
-from profile_all.readers.operator_memory import operator_memory_rows
+from profile_all.readers.operator_memory import memory_curve, operator_memory_rows
 from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
@@ -224,8 +224,12 @@ def _span_rows(trace: ChromeTrace, parents: dict[str, set[str]]) -> list[list[An
     return rows
 
 
-def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
-    """Every row a chrome trace gives, in the report's MEASURED column order."""
+def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
+               ) -> list[list[Any]]:
+    """Every row a chrome trace gives, in the report's MEASURED column order; `timeline`,
+    where given, gets its entries over time (rows.TIMELINE_COLUMNS less the first three):
+    the GPU metrics, memory allocated and reserved, the steps, in seconds since the trace's
+    first host event."""
     columns, scale = trace.columns, trace.seconds_per_unit
     rows = [row("run", "trace", "events", columns.events, unit="count")]
     spans = [(event[2], event[2] + event[3]) for event in columns.annotations]
@@ -256,5 +260,10 @@ def trace_rows(trace: ChromeTrace) -> list[list[Any]]:
     rows += step_rows(annotations, ops, device, runtime, scale)
     rows += gpu_rows(device, overview_span(annotations, ops, device, runtime),
                      trace.meta.get("deviceProperties") or [], scale)
+    if timeline is not None and (spans or not device.empty):
+        origin = min(s[0] for s in spans) if spans else float(device["ts"].min())
+        timeline += gpu_timeline(device, origin, scale) + memory_curve(
+            columns.memory, [(name, ts, dur) for name, _thread, ts, dur in columns.annotations
+                             if name.startswith(STEP_PREFIX)], scale, origin)
     rows += host_communication_rows(annotations, ops, scale)
     return rows + _annotation_rows(trace, annotations, device, runtime)

@@ -272,6 +272,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
              ("Memory", memory_timeline(report)), ("Step times", step_times(report)),
              ("Device time per rank", trace_charts.device_time(report)),
              ("Step time breakdown", trace_charts.step_time(report)),
+             *trace_charts.gpu_over_time(report),
              *trace_charts.held_memory(report), *trace_charts.device_memory(report),
              ("Regions over time", region_timeline(report)),
              ("Top functions", top_functions(report)), *call_icicles(report),

@@ -101,9 +101,36 @@ def device_memory(report: Report) -> list[tuple[str, Figure]]:
             f" rank {rank}" if series["rank"].nunique() > 1 else "")
         figures.append((title, {"data": data, "layout": {
             "title": {"text": title, "x": 0, "xanchor": "left"}, "shapes": shapes,
-            "xaxis": {"title": {"text": "s since the trace's first step or record"},
+            "xaxis": {"title": {"text": "s since the trace's first host event"},
                       "automargin": True},
             "yaxis": {"title": {"text": "MiB"}, "automargin": True, "rangemode": "tozero"},
             "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
+            "legend": {"orientation": "h"}}}))
+    return figures
+
+
+def gpu_over_time(report: Report) -> list[tuple[str, Figure]]:
+    """Per device (and rank), TensorBoard's GPU utilization over time, with the estimated SM
+    efficiency and achieved occupancy in the same buckets."""
+    timeline = report.timeline
+    series = timeline[timeline["series"].str.startswith("gpu:")]
+    if series.empty:
+        return []
+    figures = []
+    for (device, rank), one in series.groupby([series["series"].str.partition(":")[2],
+                                               series["rank"]]):
+        data = [{"type": "scatter", "mode": "lines", "line": {"shape": "hv"},
+                 "name": name.replace("_", " "), "x": points["start"].tolist(),
+                 "y": (points["value"] * 100).tolist(),
+                 "hovertemplate": "%{x:.4f} s: %{y:.1f}%<extra>" + name + "</extra>"}
+                for name, points in one.groupby("name", sort=False)]
+        title = f"GPU utilization over time, {device}" + (
+            f" rank {rank}" if series["rank"].nunique() > 1 else "")
+        figures.append((title, {"data": data, "layout": {
+            "title": {"text": title, "x": 0, "xanchor": "left"},
+            "xaxis": {"title": {"text": "s since the trace's first host event"},
+                      "automargin": True},
+            "yaxis": {"title": {"text": "%"}, "automargin": True, "range": [0, 105]},
+            "height": 320, "margin": {"l": 10, "r": 10, "t": 40},
             "legend": {"orientation": "h"}}}))
     return figures
