@@ -179,3 +179,22 @@ def test_summary_md_escapes_html_in_names(good_run):
     assert "<script" not in summary
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in summary
     assert "a\\|b" in summary  # a table cell's pipe, escaped too
+
+
+def test_merge_copies_the_native_files_meta_json_names_and_nothing_else(good_run, tmp_path):
+    """A link to /etc and a sparse gigabyte put in another's artifacts/ were copied by a
+    merge (the gigabyte written dense); the files meta.json lists are."""
+    other = tmp_path / "other"
+    shutil.copytree(good_run, other)
+    (other / "artifacts" / "etc").symlink_to("/etc/ssl")
+    with open(other / "artifacts" / "x.bin", "wb") as sparse:
+        sparse.truncate(2**30)
+    with pytest.raises(SystemExit) as ended:
+        main(["merge", "--force", str(good_run), str(other), "-o", str(tmp_path / "merged")])
+    assert ended.value.code == 0
+    merged = tmp_path / "merged" / "artifacts"
+    assert not (merged / "node1" / "etc").exists() and not (merged / "node1" / "x.bin").exists()
+    listed = [a.path for a in pa.load(good_run).meta.artifacts]
+    assert listed and all((tmp_path / "merged" / path.replace(
+        "artifacts/", "artifacts/node1/", 1)).is_file() for path in listed)
+    assert sum(f.stat().st_size for f in merged.rglob("*") if f.is_file()) < 50 * 2**20

@@ -116,9 +116,9 @@ def shown(raw: Any, unit: str, text: bool = False) -> str:
     field unquoted when it is a finite number), null."""
     number = _text_number(raw) if text else raw
     if number is None:
-        return "null" if raw is None else repr(raw)
+        return "null" if raw is None else _cut(repr(raw))
     if not _is_number(number):
-        return repr(raw)
+        return _cut(repr(raw))
     written = raw if text else f"{float(number):g}" if isinstance(number, float) else str(number)
     return f"{written} {unit}".rstrip() if math.isfinite(float(number)) else written
 
@@ -180,3 +180,12 @@ class Tally:
             raise ImpossibleValues(f"{path}: {said}, over {MAX_IMPOSSIBLE_SHARE:.0%}: a broken "
                                    f"file, refused; e.g. {self.example}")
         return [f"{path}: {said} and are left out of every total; e.g. {self.example}"]
+
+
+#: the characters of a value a message shows (a field may hold a megabyte)
+SHOWN_CHARS = 80
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else \
+        f"{text[:SHOWN_CHARS // 2]}...({len(text):,} characters)...{text[-SHOWN_CHARS // 4:]}"

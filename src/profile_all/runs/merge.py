@@ -10,6 +10,7 @@ are refused unless `force`.
 from __future__ import annotations
 
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -83,13 +84,28 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
 
 def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[ArtifactRecord]:
     """Each node's artifacts copied under `artifacts/nodeN/`, and listed with their new
-    paths."""
+    paths: only the files its meta.json names (checked to lie inside its folder as it was
+    loaded), each a regular file; what else `artifacts/` holds is not the run's and is
+    neither read nor copied (a link to /etc, a sparse gigabyte, a FIFO)."""
     artifacts = []
     for node, report in enumerate(reports):
-        shutil.copytree(report.run_dir / "artifacts", target.artifacts / f"node{node}")
-        artifacts += [replace(artifact, path=artifact.path.replace(
-            "artifacts/", f"artifacts/node{node}/", 1)) for artifact in report.meta.artifacts]
+        for artifact in report.meta.artifacts:
+            source = report.run_dir / artifact.path
+            if not _regular(source):
+                continue
+            moved = replace(artifact, path=artifact.path.replace(
+                "artifacts/", f"artifacts/node{node}/", 1))
+            (target.work / moved.path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target.work / moved.path)
+            artifacts.append(moved)
     return artifacts
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _merged_meta(reports: list[Report], artifacts: list[ArtifactRecord],
