@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -164,9 +167,6 @@ def test_view_of_an_ingested_folder(tmp_path):
 def test_show_into_a_reader_that_stops_reading_ends_as_sigpipe_would(good_run):
     """`profile-all show RUN | head -1`: Rich said SystemExit(1), a failure said by no one;
     now no word and 141, as a Unix tool killed by SIGPIPE."""
-    import subprocess
-    import sys
-
     shown = subprocess.Popen([sys.executable, "-m", "profile_all", "show", str(good_run)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     shown.stdout.close()  # the reader gone before the command's first line
@@ -193,6 +193,36 @@ def test_a_parquet_file_that_unpacks_beyond_the_bounds_is_refused_from_its_foote
     _refused(refused, "report.parquet: unpacks to ")
     assert f"over {64 * size + 16 * 2**20:,} (64 times its size and 16 MiB, at most " \
         "PROFILE_ALL_MAX_UNPACKED): a damaged or crafted run folder, not read" in refused.stderr
+
+
+def _one_name_many_times(run_dir: Path) -> None:
+    """20,000 rows naming one 100 KB text, dictionary encoded: a file of a few KiB whose
+    footer says about 100 KB, expanding to 2 GB."""
+    frame = pd.read_parquet(run_dir / "report.parquet")
+    rows = pd.concat([frame.iloc[[0]]] * 20_000, ignore_index=True).assign(name="n" * 100_000)
+    pd.concat([frame, rows]).to_parquet(run_dir / "report.parquet", compression="zstd",
+                                        index=False)
+
+
+def test_a_parquet_file_whose_dictionary_expands_beyond_the_bounds_is_refused(good_run,
+                                                                             tmp_path):
+    """The footer counts a dictionary column's encoded bytes: `show` took 1.75 GB, then an
+    ArrowMemoryError. Its values' lengths are counted, unexpanded, before any expands;
+    under a 2 GiB address-space cap."""
+    run_dir = _damaged(good_run, tmp_path, _one_name_many_times)
+    assert (run_dir / "report.parquet").stat().st_size < 2**20
+    refused = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m",
+                              "profile_all", "show", str(run_dir)], capture_output=True,
+                             text=True, timeout=120)
+    _refused(refused, "report.parquet: its text expands to 2,000,")
+
+
+def test_a_fifo_in_a_run_folder_is_refused_not_waited_on(good_run, tmp_path):
+    """A FIFO named meta.json or report.parquet held show, compare, merge and load for good."""
+    for name in ("meta.json", "report.parquet"):
+        run_dir = _damaged(good_run, tmp_path / name, lambda d, name=name: (
+            (d / name).unlink(), os.mkfifo(d / name)))
+        _refused(profile_all("show", run_dir, timeout=60), "is not a regular file")
 
 
 def _passes_times(count: int):

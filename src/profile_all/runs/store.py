@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -137,7 +138,7 @@ def load(run_dir: str | Path) -> Report:
                              f"{MAX_META_BYTES >> 20} MiB a run's record holds (10,000 "
                              "passes or files take a few): a damaged or crafted run folder, "
                              "not read")
-        said = json.loads((run_dir / "meta.json").read_text())
+        said = json.loads(_regular(run_dir / "meta.json").read_text())
     except FileNotFoundError:
         raise UsageError(f"not a run directory: {run_dir} (no meta.json)") from None
     except (OSError, ValueError) as error:
@@ -146,11 +147,8 @@ def load(run_dir: str | Path) -> Report:
         raise UsageError(f"{run_dir}/meta.json is not profile-all run metadata (nested "
                          "deeper than Python's JSON reader goes)") from None
     meta = RunRecord.from_json(said, run_dir)
-    if (run_dir / "report.parquet").is_file():
-        checked.within_bounds(run_dir / "report.parquet")
     try:
-        with (run_dir / "report.parquet").open("rb") as rows:
-            frame = pd.read_parquet(rows)
+        frame = checked.read_table(_regular(run_dir / "report.parquet"))
     except FileNotFoundError:
         raise UsageError(f"{run_dir}/report.parquet is missing") from None
     except (OSError, ValueError, pyarrow.ArrowException) as error:
@@ -172,6 +170,16 @@ def load(run_dir: str | Path) -> Report:
     return Report(frame, meta, run_dir, samples, timeline)
 
 
+def _regular(path: Path) -> Path:
+    """`path`, refused in one line where it is no regular file: a FIFO there blocked `show`,
+    `compare`, `merge` and `pa.load` for good. FileNotFoundError where it is not there."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is not a regular file (a FIFO, a socket, a device or a "
+                         "folder): a damaged or crafted run folder, not read")
+    return path
+
+
 def _timeline_of_format_1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Format 1 kept the memory timeline in the frame: scope `memory`, the sample's time in
     the stat column as `t=<seconds>`. (Its region calls were in mprofile.dat only.)"""
@@ -188,11 +196,8 @@ def _table(run_dir: Path, name: str, columns: list[str],
            numeric: list[str]) -> pd.DataFrame | None:
     """One of the run's extra tables (samples, timeline); None (the Report makes it empty)
     for a run saved without it."""
-    if (run_dir / name).is_file():
-        checked.within_bounds(run_dir / name)
     try:
-        with (run_dir / name).open("rb") as rows:
-            table = pd.read_parquet(rows)
+        table = checked.read_table(_regular(run_dir / name))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, pyarrow.ArrowException) as error:
