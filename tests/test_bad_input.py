@@ -129,6 +129,23 @@ def test_impossible_values_in_a_run_folder_are_left_out_and_said(good_run, tmp_p
     assert len(frame) == len(pd.read_parquet(good_run / "report.parquet")) - 2
 
 
+def test_impossible_samples_are_left_out_and_said(good_run, tmp_path):
+    """A region's calls of NaN and -5 s: compare called them "no change" and exit 0 under
+    --fail-above; now those calls are left out before any view, and said."""
+    def impossible_calls(run_dir: Path) -> None:
+        pd.DataFrame({"backend": "wallclock", "pass": 1, "rank": 0, "scope": "region",
+                      "name": "work", "parent": "", "metric": "wall_time",
+                      "value": [0.01, np.nan, -5.0, 0.01, 0.01]}).to_parquet(
+            run_dir / "samples.parquet", index=False)
+
+    run_dir = _damaged(good_run, tmp_path, impossible_calls)
+    report = pa.load(run_dir)
+    assert [d for d in report.meta.doubts if d.startswith("left out of samples.parquet")] == [
+        "left out of samples.parquet: 2 calls of an impossible time (first: region work = "
+        "nan): a damaged or crafted run folder"]
+    assert np.isfinite(report.samples["value"]).all() and (report.samples["value"] >= 0).all()
+
+
 def test_show_and_view_of_a_missing_folder(tmp_path):
     _refused(profile_all("show", tmp_path / "nope"), "no such folder")
     _refused(profile_all("view", tmp_path / "nope", "--no-browser"), "no such folder")

@@ -56,6 +56,22 @@ def possible_values(frame: pd.DataFrame, name: str) -> tuple[pd.DataFrame, list[
         "run folder"]
 
 
+def possible_samples(samples: pd.DataFrame, name: str) -> tuple[pd.DataFrame, list[str]]:
+    """The per-call samples without those no call can take (not finite, or negative: a
+    region's time, a model's latency), and a doubt naming them: `compare` took NaN and -5
+    for "no change" and passed a CI gate."""
+    values = samples["value"].to_numpy(float)
+    impossible = ~np.isfinite(values) | (values < 0)
+    if not impossible.any():
+        return samples, []
+    first = samples[impossible].iloc[0]
+    count = int(impossible.sum())
+    return samples[~impossible].reset_index(drop=True), [
+        f"left out of {name}: {count:,} call{'s' if count > 1 else ''} of an impossible time "
+        f"(first: {first['scope']} {first['name']} = {first['value']:g}): a damaged or "
+        "crafted run folder"]
+
+
 #: what a parquet column chunk may hold beyond its values' bytes (page headers, lengths)
 _CHUNK_SLACK = 1 << 16
 #: the most a run folder's parquet file may unpack to: this many times its size, and

@@ -163,6 +163,9 @@ def load(run_dir: str | Path) -> Report:
         timeline = _table(run_dir, "timeline.parquet", TIMELINE_COLUMNS,
                           ["start", "end", "value"])
     samples = _table(run_dir, "samples.parquet", SAMPLE_COLUMNS, ["value"])
+    if samples is not None:
+        samples, also = checked.possible_samples(samples, "samples.parquet")
+        said += also
     if timeline is not None:
         timeline, also = checked.possible_values(timeline, "timeline.parquet")
         said += also
