@@ -146,6 +146,21 @@ def test_impossible_samples_are_left_out_and_said(good_run, tmp_path):
     assert np.isfinite(report.samples["value"]).all() and (report.samples["value"] >= 0).all()
 
 
+def test_a_record_of_many_doubts_gives_fifty_findings_and_a_count(good_run, tmp_path):
+    """A meta.json of 11 million doubts made `show` raise MemoryError: each doubt is a
+    finding once, the first 50, and the rest are counted."""
+    def many_doubts(run_dir: Path) -> None:
+        meta = json.loads((run_dir / "meta.json").read_text())
+        meta["doubts"] = [f"doubt {number}" for number in range(200_000)] * 2
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+
+    run_dir = _damaged(good_run, tmp_path, many_doubts)
+    found = pa.load(run_dir).findings()
+    trust = found[found["rule"] == "trust"]["finding"].tolist()
+    assert "doubt 49" in trust and "doubt 50" not in trust
+    assert "and 199,950 more doubts: meta.json holds every one" in trust
+
+
 def test_show_and_view_of_a_missing_folder(tmp_path):
     _refused(profile_all("show", tmp_path / "nope"), "no such folder")
     _refused(profile_all("view", tmp_path / "nope", "--no-browser"), "no such folder")
