@@ -224,6 +224,24 @@ def _span_rows(trace: ChromeTrace, parents: dict[str, set[str]]) -> list[list[An
     return rows
 
 
+def _device_totals(device: pd.DataFrame, unattributed: float, scale: float
+                   ) -> list[list[Any]]:
+    """The trace's device time summed, its union over streams, and the share of it that
+    reached an operator."""
+    busy = device["dur"].sum() * scale
+    return [row("run", "trace", "gpu_time", busy), _busy_row(device, scale),
+            row("run", "trace", "attributed_share",
+                1 - unattributed / busy if busy > 0 else 1.0, stat="value")]
+
+
+def _over_time(trace: ChromeTrace, device: pd.DataFrame, origin: float) -> list[list[Any]]:
+    """The timeline's GPU metrics, memory and steps, in seconds since `origin`."""
+    steps = [(name, ts, dur) for name, _thread, ts, dur in trace.columns.annotations
+             if name.startswith(STEP_PREFIX)]
+    return gpu_timeline(device, origin, trace.seconds_per_unit) + memory_curve(
+        trace.columns.memory, steps, trace.seconds_per_unit, origin)
+
+
 def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
                ) -> list[list[Any]]:
     """Every row a chrome trace gives, in the report's MEASURED column order; `timeline`,
@@ -249,11 +267,7 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
         rows.insert(1, row("run", "trace", "wall_time", (last - first) * scale))
     annotations = columns_frame(columns.annotations, ["name", "thread", "ts", "dur"])
     if not device.empty:
-        busy = device["dur"].sum() * scale
-        rows.append(row("run", "trace", "gpu_time", busy))
-        rows.append(_busy_row(device, scale))
-        rows.append(row("run", "trace", "attributed_share",
-                        1 - unattributed / busy if busy > 0 else 1.0, stat="value"))
+        rows += _device_totals(device, unattributed, scale)
         rows += device_rows(device, ops if columns.ops else None, scale) + device_time_rows(
             launched_in_steps(annotations, device, runtime), runtime, scale)
     rows += _api_rows(runtime, scale)
@@ -261,9 +275,7 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
     rows += gpu_rows(device, overview_span(annotations, ops, device, runtime),
                      trace.meta.get("deviceProperties") or [], scale)
     if timeline is not None and (spans or not device.empty):
-        origin = min(s[0] for s in spans) if spans else float(device["ts"].min())
-        timeline += gpu_timeline(device, origin, scale) + memory_curve(
-            columns.memory, [(name, ts, dur) for name, _thread, ts, dur in columns.annotations
-                             if name.startswith(STEP_PREFIX)], scale, origin)
+        timeline += _over_time(trace, device, min(s[0] for s in spans) if spans
+                               else float(device["ts"].min()))
     rows += host_communication_rows(annotations, ops, scale)
     return rows + _annotation_rows(trace, annotations, device, runtime)
