@@ -5,6 +5,7 @@ rows, are tested beside the reader (test_nsys_csv, test_nsys_reader, test_hostil
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -48,3 +49,57 @@ def test_an_nsys_sqlite_export_of_20000_levels(tmp_path):
                        [(1000 + level, 1000 + 2 * DEPTH - level + 10, f"r{level}")
                         for level in range(DEPTH)])
     _ingested_within_bounds(path, tmp_path / "run")
+
+
+def _long_paths_said(path, out, what: str) -> pa.Report:
+    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(path), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    report = pa.load(out)
+    said = [d for d in report.meta.doubts if "left out whose paths" in d]
+    assert len(said) == 1 and said[0].startswith(f"{path}: ") and what in said[0], said
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
+    return report
+
+
+def test_ranges_under_long_named_parents_are_cut_by_their_paths_length(tmp_path):
+    """2,000 ranges inside 62 nested ranges of 1,000-character names (a 287 KB trace): an
+    ArrowMemoryError traceback after gigabytes; the paths of its region rows are bounded
+    (1 MiB in all), the ranges beyond left out and said."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000,
+               "dur": 5, "args": {}}]
+    events += [{"ph": "X", "cat": "user_annotation", "name": f"{depth:02d}" + "a" * 1000,
+                "pid": 1, "tid": 1, "ts": 1010 + depth, "dur": 900 - 2 * depth}
+               for depth in range(62)]
+    events += [{"ph": "X", "cat": "user_annotation", "name": f"leaf{i}", "pid": 1, "tid": 1,
+                "ts": 1080 + i * 0.001, "dur": 0.0005} for i in range(2000)]
+    trace = tmp_path / "leaves.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    report = _long_paths_said(trace, tmp_path / "run", "annotations left out")
+    regions = report.frame.query("scope == 'region' and metric == 'calls'")
+    assert 0 < len(regions) < 62 + 2000
+
+
+def test_nvtx_ranges_under_long_named_parents_are_cut_by_their_paths_length(tmp_path):
+    """The same shape as an nsys pushpop CSV (its paths from ParentId)."""
+    lines = [f"{1000 + d},{3000 - d},{2000 - 2 * d},0,0,:{d:02d}{'a' * 1000},1,1,{d},1,{d + 1},"
+             f"{d if d else ''},:x,:n" for d in range(62)]
+    lines += [f"{1100 + i},{1101 + i},1,0,1,:leaf{i},1,1,62,0,{100 + i},62,:x,:n"
+              for i in range(2000)]
+    path = tmp_path / "leaves_nvtx_pushpop_trace.csv"
+    path.write_text("\n".join([PUSHPOP, *lines]) + "\n")
+    _long_paths_said(path, tmp_path / "run", "NVTX ranges left out")
+
+
+def test_a_pushpop_csv_of_20000_levels_that_are_no_level(tmp_path):
+    """Negative levels, one a row: one pass a level took 18 s for 5,000 rows and past 120 s
+    for 20,000; a level that is no whole number from 0 starts no path."""
+    path = tmp_path / "odd_nvtx_pushpop_trace.csv"
+    path.write_text("\n".join([PUSHPOP, *(f"{i},{i + 10},10,0,10,r{i},1,1,{-i},0,{i},,:x,:n"
+                                          for i in range(1, DEPTH + 1))]) + "\n")
+    done = subprocess.run([sys.executable, "-m", "profile_all", "ingest", str(path), "-o",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = pa.load(tmp_path / "run").frame.query("scope == 'region' and metric == 'calls'")
+    assert len(calls) == DEPTH and (calls["parent"] == "").all()

@@ -146,7 +146,7 @@ def _chrome_trace(path: Path, parsed: Any = None) -> IngestedFile:
                if isinstance(d, dict)]
     distributed = trace.meta.get("distributedInfo") or {}
     timeline: list[list[Any]] = []
-    rows = trace_rows(trace, timeline)
+    rows = trace_rows(trace, timeline, doubts)
     return IngestedFile(path, "torch-profiler", trace.rank, rows,
                         {"devices": devices, "distributed": distributed}, timeline,
                         doubts=doubts)

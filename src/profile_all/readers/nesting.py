@@ -16,6 +16,13 @@ from profile_all.depth_cap import MAX_DEPTH
 #: the characters a call tree's paths may hold in all (a path repeats its callers' names:
 #: long names deep down made gigabytes of them)
 MAX_PATH_CHARS = 32 << 20
+#: the characters the names and parent paths of a file's region rows may hold in all:
+#: PATH_CHARS_PER_RANGE a range read, and at least MAX_REGION_PATH_CHARS (each row of a
+#: region repeats its path, and so does every renderer: 2,000 ranges inside 62 of 1,000-
+#: character names, a 287 KB trace, wanted gigabytes and ended in an ArrowMemoryError; the
+#: JAX fixture's 27,891 NVTX ranges hold 2.5 MB of them, 91 a range)
+MAX_REGION_PATH_CHARS = 1 << 20
+PATH_CHARS_PER_RANGE = 256
 
 
 def too_deep(threads: Sequence[object], starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -57,3 +64,34 @@ def said(path: Path | str, count: int, what: str) -> list[str]:
         return []
     return [f"{path}: {count:,} {what}{'s' if count > 1 else ''} nested deeper than "
             f"{MAX_DEPTH} levels left out (their time is in the ranges around them)"]
+
+
+def bounded_paths(names: Sequence[str], parents: Sequence[str]) -> np.ndarray:
+    """Per range, whether its region (name, parent path) is among the first, in order of
+    appearance, whose names and paths hold path_budget(ranges) in all: the others are left
+    out of the rows (their time is in the ranges around them)."""
+    sizes: dict[tuple[str, str], bool] = {}
+    used, keep = 0, np.zeros(len(names), bool)
+    most = path_budget(len(names))
+    for position, key in enumerate(zip(names, parents, strict=True)):
+        kept = sizes.get(key)
+        if kept is None:
+            used += len(key[0]) + len(key[1])
+            kept = sizes[key] = used <= most
+        keep[position] = kept
+    return keep
+
+
+def path_budget(ranges: int) -> int:
+    """The characters the region rows of `ranges` ranges may hold in names and paths."""
+    return max(MAX_REGION_PATH_CHARS, PATH_CHARS_PER_RANGE * ranges)
+
+
+def paths_said(path: Path | str, count: int, what: str) -> list[str]:
+    """The doubt on the ranges left out for their paths' length (none when none was)."""
+    if not count:
+        return []
+    return [f"{path}: {count:,} {what}{'s' if count > 1 else ''} left out whose paths (the "
+            f"names of the ranges around them) passed {PATH_CHARS_PER_RANGE} characters a "
+            f"range, or {MAX_REGION_PATH_CHARS >> 20} MiB, in all (their time is in the ranges "
+            "around them)"]

@@ -56,7 +56,10 @@ def _parent_paths(ranges: pd.DataFrame) -> pd.Series:
     parent = pd.Series("", index=ranges.index, dtype=object)
     path_of_id = pd.Series(dtype=object)  # RangeId -> the range's own path
     levels = ranges["level"].dropna().unique()
-    for level in np.sort(levels[levels < MAX_DEPTH]):  # the deeper are left out
+    # the deeper are left out; a level that is no whole number from 0 is nsys's nowhere
+    # (one pass a level: 20,000 negative levels took minutes)
+    levels = levels[(levels >= 0) & (levels < MAX_DEPTH) & (levels == np.floor(levels))]
+    for level in np.sort(levels):
         at = ranges.index[ranges["level"] == level]
         parent[at] = ranges.loc[at, "parent_id"].map(path_of_id).astype(object).fillna("")
         own = parent[at].where(parent[at] == "", parent[at] + "/") + ranges.loc[at, "name"]
@@ -86,14 +89,18 @@ def _span(starts: pd.Series, ends: pd.Series) -> list[list[Any]]:
     return [row("run", "trace", "wall_time", ends.max() - starts.min())]
 
 
-def _pushpop(table: Table, kept: np.ndarray) -> list[list[Any]]:
-    """Ranges: their parents' paths from all of them, their rows from those `kept`."""
+def _pushpop(table: Table, kept: np.ndarray, doubts: list[str]) -> list[list[Any]]:
+    """Ranges: their parents' paths from all of them, their rows from those `kept` whose
+    paths stay within nesting.MAX_REGION_PATH_CHARS (the others said in `doubts`)."""
     ranges = pd.DataFrame({"name": range_name(table.text("name")),
                            "wall": table.seconds("duration"), "level": table.number("lvl"),
                            "id": table.text("rangeid"), "parent_id": table.text("parentid")})
     ranges["parent"] = _parent_paths(ranges)
+    shown = ranges.loc[kept, ["name", "parent", "wall"]]
+    bounded = nesting.bounded_paths(shown["name"].tolist(), shown["parent"].tolist())
+    doubts += nesting.paths_said(table.path, int((~bounded).sum()), "NVTX range")
     return (_span(table.seconds("start")[kept], table.seconds("end")[kept])
-            + region_rows(ranges.loc[kept, ["name", "parent", "wall"]]))
+            + region_rows(shown[bounded]))
 
 
 def _copy_names(names: pd.Series, sources: pd.Series, destinations: pd.Series) -> list[str]:
@@ -187,7 +194,7 @@ def read_nsys_csv(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         doubts = [*doubts, *_repeated_ids(table),
                   *nesting.said(path, int(deep.sum()), "NVTX range")]
     readers = {
-        "nvtx_pushpop_trace": lambda t: _pushpop(table, kept),
+        "nvtx_pushpop_trace": lambda t: _pushpop(table, kept, doubts),
         "nvtx_sum": lambda t: _summary_rows(t, "region", range_name(t.text("range")),
                                             "wall_time"),
         "cuda_gpu_trace": _gpu_trace,

@@ -229,6 +229,10 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
                                 ranges["start"].to_numpy(float), ranges["end"].to_numpy(float))
         ranges = ranges[~deep].reset_index(drop=True)
         doubts += nesting.said(path, int(deep.sum()), "NVTX range")
+        ranges["parent"] = _parents(ranges)
+        bounded = nesting.bounded_paths(ranges["name"].tolist(), ranges["parent"].tolist())
+        ranges = ranges[bounded].reset_index(drop=True)
+        doubts += nesting.paths_said(path, int((~bounded).sum()), "NVTX range")
     facts.update({"doubts": doubts} if doubts else {})  # (detect moves them to the file)
     device = pd.concat([w[["start", "end", "correlationId", "pid"]]
                         for w in (kernels, copies, fills) if len(w)] or [kernels])
@@ -242,7 +246,6 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
     if len(ranges):
         ranges["wall"] = (ranges["end"] - ranges["start"]) * _NANO
         ranges["gpu"] = _projected_gpu_time(ranges, device, _launches(calls)) * _NANO
-        ranges["parent"] = _parents(ranges)
         rows += region_rows(ranges)
     for scope, work in (("kernel", kernels), ("memcpy", copies), ("memset", fills)):
         work["seconds"] = (work["end"] - work["start"]) * _NANO

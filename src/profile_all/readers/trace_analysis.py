@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profile_all.readers import intervals
+from profile_all.readers import intervals, nesting
 from profile_all.readers.chrome_trace import STEP_PREFIX, ChromeTrace
 from profile_all.readers.compile_ranges import left_out_steps
 from profile_all.readers.device_time import device_time_rows
@@ -135,9 +135,10 @@ def _launched_within(annotations: pd.DataFrame, device: pd.DataFrame,
 
 
 def _annotation_rows(trace: ChromeTrace, annotations: pd.DataFrame, device: pd.DataFrame,
-                     runtime: pd.DataFrame) -> list[list[Any]]:
+                     runtime: pd.DataFrame, doubts: list[str]) -> list[list[Any]]:
     """Steps (ProfilerStep#N) and regions (record_function, pa.region), with parent paths,
-    host time, and the device time launched inside them (total and self)."""
+    host time, and the device time launched inside them (total and self); regions beyond
+    nesting.MAX_REGION_PATH_CHARS of paths are left out, said in `doubts`."""
     scale = trace.seconds_per_unit
     if annotations.empty:
         return []
@@ -148,9 +149,13 @@ def _annotation_rows(trace: ChromeTrace, annotations: pd.DataFrame, device: pd.D
     keys, children_gpu = _nest(annotations, launched)
     left_out = left_out_steps(annotations)
     durations = annotations["dur"].to_numpy(float) * scale
+    bounded = nesting.bounded_paths([name for _s, name, _p in keys],
+                                    [parent for _s, _n, parent in keys])
+    doubts += nesting.paths_said(trace.path, int((~bounded).sum()), "annotation")
     groups: dict[tuple[str, str, str], list[int]] = {}  # (in order of first appearance)
     for position, key in enumerate(keys):
-        groups.setdefault(key, []).append(position)
+        if bounded[position]:
+            groups.setdefault(key, []).append(position)
     rows = []
     for (scope, name, parent), positions in groups.items():
         samples = durations[positions]
@@ -242,12 +247,12 @@ def _over_time(trace: ChromeTrace, device: pd.DataFrame, origin: float) -> list[
         trace.columns.memory, steps, trace.seconds_per_unit, origin)
 
 
-def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
-               ) -> list[list[Any]]:
+def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
+               doubts: list[str] | None = None) -> list[list[Any]]:
     """Every row a chrome trace gives, in the report's MEASURED column order; `timeline`,
     where given, gets its entries over time (rows.TIMELINE_COLUMNS less the first three):
     the GPU metrics, memory allocated and reserved, the steps, in seconds since the trace's
-    first host event."""
+    first host event; `doubts` what was left out as the rows were made."""
     columns, scale = trace.columns, trace.seconds_per_unit
     rows = [row("run", "trace", "events", columns.events, unit="count")]
     spans = [(event[2], event[2] + event[3]) for event in columns.annotations]
@@ -278,4 +283,5 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None
         timeline += _over_time(trace, device, min(s[0] for s in spans) if spans
                                else float(device["ts"].min()))
     rows += host_communication_rows(annotations, ops, scale)
-    return rows + _annotation_rows(trace, annotations, device, runtime)
+    return rows + _annotation_rows(trace, annotations, device, runtime,
+                                   doubts if doubts is not None else [])
