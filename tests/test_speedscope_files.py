@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,21 @@ def test_a_child_process_s_threads_and_exec_d_code_are_named_plainly(tmp_path):
         "MainThread", "process 101 MainThread", "process 101 thread 102"}
     lines = report.frame[report.frame["scope"] == "line"]
     assert not lines["name"].str.startswith("<string>").any()
+
+
+def test_frames_of_many_sources_on_this_machine_are_named_within_a_budget(tmp_path):
+    """20,000 frames over 2,000 of this machine's larger sources, every one sampled: each
+    was compiled to find its first line (past 120 s with a 1,024-file cache thrashing); the
+    sources compiled are bounded (16 MiB), beyond which a first line is `?`."""
+    import site
+
+    sources = sorted(path for root in site.getsitepackages()
+                     for path in Path(root).rglob("*.py") if path.stat().st_size > 20_000)[:2000]
+    frames = [{"name": "f", "file": str(sources[i % len(sources)]), "line": 1}
+              for i in range(20_000)]
+    path = tmp_path / "many.speedscope.json"
+    _write(path, _file(frames, [_sampled([[i] for i in range(20_000)], [0.01] * 20_000)]))
+    done = profile_all("ingest", path, "-o", tmp_path / "run", timeout=60)
+    assert done.returncode == 0, done.stderr
+    names = pa.load(tmp_path / "run").sampled_functions()["name"]
+    assert names.str.endswith(":?(f)").any() and len(names) == len(set(map(str, sources)))

@@ -25,6 +25,9 @@ from pathlib import Path
 
 #: larger sources are not compiled (a generated file of megabytes costs seconds)
 MAX_SOURCE_BYTES = 4 * 2**20
+#: the source bytes a process compiles in all (about 1 s of compiling a MB here)
+COMPILE_BUDGET = 16 * 2**20
+_compiled_bytes = 0
 _FROZEN = "<frozen "
 #: the import system's modules are frozen under other names than their files say
 _FROZEN_ALIASES = {"importlib._bootstrap": "_frozen_importlib",
@@ -43,7 +46,7 @@ def first_line(filename: str, name: str, line: int) -> int | None:
     return max(held) if held else None  # the innermost: the latest start
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=4096)
 def _spans(filename: str) -> dict[str, list[tuple[int, int]]] | None:
     """{code object name: [(first line, last line), ...]} of every code object of a file."""
     code = _frozen(filename) if filename.startswith(_FROZEN) else (
@@ -70,11 +73,20 @@ def _frozen(filename: str) -> types.CodeType | None:
         return None
 
 
+_imported: tuple[int, dict[str, str]] = (-1, {})
+
+
 def _imported_files() -> dict[str, str]:
-    """{source file: its cached bytecode} of the modules this process has imported."""
-    return {module.__file__: module.__cached__ for module in list(sys.modules.values())
+    """{source file: its cached bytecode} of the modules this process has imported, made
+    again only when that number changed (once a file missed, 100,000 frames of missing
+    files took 37 s)."""
+    global _imported
+    if _imported[0] != len(sys.modules):
+        _imported = (len(sys.modules), {
+            module.__file__: module.__cached__ for module in list(sys.modules.values())
             if isinstance(getattr(module, "__file__", None), str)
-            and isinstance(getattr(module, "__cached__", None), str)}
+            and isinstance(getattr(module, "__cached__", None), str)})
+    return _imported[1]
 
 
 def _cached(filename: str) -> types.CodeType | None:
@@ -101,10 +113,16 @@ def _cached(filename: str) -> types.CodeType | None:
 
 
 def _compiled(filename: str) -> types.CodeType | None:
+    """The file's code, compiled from its source while this process has compiled less
+    than COMPILE_BUDGET bytes of sources (2,000 sources of site-packages named by a file's
+    frames took minutes): past it, None (the first line is then unknown, `?`)."""
+    global _compiled_bytes
     path = Path(filename)
     try:
-        if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
+        size = path.stat().st_size if path.is_file() else None
+        if size is None or size > MAX_SOURCE_BYTES or _compiled_bytes + size > COMPILE_BUDGET:
             return None
+        _compiled_bytes += size
         return compile(path.read_bytes(), filename, "exec", dont_inherit=True)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
