@@ -394,3 +394,17 @@ def test_events_of_categories_no_reader_reads_are_said(tmp_path):
     assert report.meta.status == "partial"
     assert f"{trace}: 8 events of categories profile-all does not read are left out of every " \
         "total: mtia_kernel (7), cuda_profiler_range (1)" in report.meta.doubts
+
+
+@pytest.mark.parametrize("extra, said", [
+    ("," + ",".join(f"x{i}" for i in range(100_000)), "a header of 100,021 columns, over the 256"),
+    (",Name", "its header names 'Name' twice")])
+def test_an_nsys_csv_header_of_too_many_or_repeated_columns(tmp_path, extra, said):
+    """100,000 extra columns took a minute and 2.4 GB for 100 rows; a name twice was a
+    pandas ValueError traceback: one line each."""
+    from test_nsys_csv import GPU_ROWS, GPU_TRACE
+
+    path = tmp_path / "odd_cuda_gpu_trace.csv"
+    path.write_text("\n".join([GPU_TRACE + extra, *GPU_ROWS]) + "\n")
+    out = tmp_path / "out"
+    _refused(profile_all("ingest", path, "-o", out), out, said)
