@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -328,3 +331,35 @@ def test_files_of_other_kinds_are_named_for_what_they_are(tmp_path):
         assert len(lines) == 1 and lines[0].startswith(
             f"profile-all: error: {tmp_path / name}: {said}"), done.stderr
         assert not out.exists()
+
+
+def _without_root_s_reading_rights() -> list[str]:
+    """The command prefix under which root cannot read what its mode forbids (tests run as
+    root here): setpriv drops the capabilities that let it."""
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] \
+        if os.geteuid() == 0 else []
+
+
+def test_an_unreadable_trace_and_folder_in_a_directory_are_lost_ranks(tmp_path):
+    """A trace of mode 000 was a PermissionError traceback; a folder that cannot be listed
+    was passed over without a word: each a rank lost, said, the report partial."""
+    folder = tmp_path / "traces"
+    (folder / "sub").mkdir(parents=True)
+    write_torch_trace(folder / "rank0.json", rank=0)
+    write_torch_trace(folder / "rank1.json", rank=1)
+    write_torch_trace(folder / "sub" / "rank2.json", rank=2)
+    (folder / "rank1.json").chmod(0)
+    (folder / "sub").chmod(0)
+    try:
+        done = subprocess.run([*_without_root_s_reading_rights(), sys.executable, "-m",
+                               "profile_all", "ingest", str(folder), "-o", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=240)
+    finally:
+        (folder / "sub").chmod(0o755)
+        (folder / "rank1.json").chmod(0o644)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    meta = pa.load(tmp_path / "run").meta
+    assert meta.status == "partial"
+    doubts = " ".join(meta.doubts)
+    assert f"{folder / 'rank1.json'}: cannot be read (Permission denied)" in doubts
+    assert f"{folder / 'sub'}: a folder that cannot be read (Permission denied)" in doubts

@@ -336,3 +336,15 @@ def test_ranges_nested_deeper_than_the_cap_are_left_out_and_said(tmp_path):
     assert len(regions) == MAX_DEPTH
     deepest = regions[regions["name"] == f"r{MAX_DEPTH - 1}"]
     assert deepest["parent"].item() == "/".join(f"r{level}" for level in range(MAX_DEPTH - 1))
+
+
+def test_a_number_in_a_file_name_beyond_any_rank_is_no_rank(tmp_path):
+    """`rank<200 digits>` overflowed the report's int64 (a traceback) and `rank_2000000000`
+    was taken for a rank: a number beyond a job's ranks numbers the files in order."""
+    files = []
+    for name in (f"rank{'9' * 200}_cuda_gpu_trace.csv", "rank_2000000000_cuda_gpu_trace.csv"):
+        files.append(_write(tmp_path, name, GPU_TRACE, GPU_ROWS))
+    import profile_all as pa
+
+    report = pa.ingest(files, tmp_path / "run")
+    assert sorted(report.frame["rank"].unique()) == [0, 1]

@@ -198,3 +198,31 @@ def test_merge_copies_the_native_files_meta_json_names_and_nothing_else(good_run
     assert listed and all((tmp_path / "merged" / path.replace(
         "artifacts/", "artifacts/node1/", 1)).is_file() for path in listed)
     assert sum(f.stat().st_size for f in merged.rglob("*") if f.is_file()) < 50 * 2**20
+
+
+def _loop_named(meta: dict, copy: Path) -> None:
+    (copy / "artifacts" / "loop1").symlink_to("loop2")
+    (copy / "artifacts" / "loop2").symlink_to("loop1")
+    meta["artifacts"][0]["path"] = "artifacts/loop1"
+
+
+def _nul_named(meta: dict, copy: Path) -> None:
+    meta["artifacts"][0]["path"] = "artifacts/x\x00y"
+
+
+def _ranks_of_the_wrong_types(meta: dict, copy: Path) -> None:
+    meta["passes"][0]["ranks"] = [{"rank": "x", "status": 5}]
+
+
+@pytest.mark.parametrize("change, message", [
+    (_loop_named, "names a file that cannot be reached ('artifacts/loop1'"),
+    (_nul_named, "names a file that cannot be reached"),
+    (_ranks_of_the_wrong_types, "is not what profile-all writes")])
+def test_records_that_were_tracebacks_are_one_line(good_run, tmp_path, capsys, change,
+                                                   message):
+    """An artifact that is a link loop (RuntimeError) or holds a NUL (ValueError), a
+    pass's ranks of the wrong types (KeyError in show and merge): one line, exit 2."""
+    crafted = _crafted(good_run, tmp_path, change)
+    for command in (["show", str(crafted)], ["merge", "--force", str(good_run), str(crafted),
+                                             "-o", str(tmp_path / "merged")]):
+        _refused(command, message, capsys)

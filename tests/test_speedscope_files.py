@@ -165,3 +165,13 @@ def test_frames_of_many_sources_on_this_machine_are_named_within_a_budget(tmp_pa
     assert done.returncode == 0, done.stderr
     names = pa.load(tmp_path / "run").sampled_functions()["name"]
     assert names.str.endswith(":?(f)").any() and len(names) == len(set(map(str, sources)))
+
+
+def test_a_profile_named_with_a_process_id_of_5000_digits(tmp_path):
+    """int() refused the 5,000 digits with a ValueError traceback: such a name is not
+    py-spy's `Process N Thread M`, and is kept as the thread's name."""
+    path = tmp_path / "odd.speedscope.json"
+    _write(path, _file(FRAMES, [_sampled([[0, 1]] * 3, [0.01] * 3,
+                                         name=f"Process {'9' * 5000} Thread 7")]))
+    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from profile_all.record_fields import (
-    anything,
     counted,
     dict_of,
     flag,
@@ -105,7 +104,8 @@ class PassRecord:
         default=None, metadata=stored(optional(whole), only_some=True))
     #: a distributed pass's ranks, each with how it ended
     ranks: list[dict[str, Any]] = field(
-        default_factory=list, metadata=stored(list_of(dict_of(anything)), only_some=True))
+        default_factory=list, metadata=stored(list_of(with_keys(
+            {"rank": whole, "status": text, "exit_code": whole})), only_some=True))
     #: the target's processes left running at the pass's end, ended by profile-all
     left_running: list[str] = field(
         default_factory=list, metadata=stored(list_of(text), only_some=True))

@@ -38,7 +38,11 @@ FORMAT_VERSION = 2
 def inside(run_dir: Path, relative: str) -> Path:
     """`run_dir / relative`, which must stay inside the run folder (no absolute path, no
     `..` out of it, no link leading out)."""
-    candidate = (run_dir / relative).resolve()
+    try:  # a link loop (RuntimeError), a NUL in the name (ValueError): no file of the run
+        candidate = (run_dir / relative).resolve()
+    except (OSError, RuntimeError, ValueError) as error:
+        raise UsageError(f"{run_dir}/meta.json names a file that cannot be reached "
+                         f"({relative[:80]!r}: {error}): refused") from None
     root = run_dir.resolve()
     if Path(relative).is_absolute() or not candidate.is_relative_to(root):
         raise UsageError(f"{run_dir}/meta.json names a file outside the run folder "

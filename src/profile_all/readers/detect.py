@@ -92,8 +92,11 @@ def read_any(path: str | Path, parsed: Any = None) -> IngestedFile:
     path = Path(path)
     if not path.is_file():
         raise IngestError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
-    with open(path, "rb") as stream:
-        head = stream.read(HEAD_BYTES)
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(HEAD_BYTES)
+    except OSError as error:  # no permission, an I/O error: a file of the run lost
+        raise BrokenFile(f"{path}: cannot be read ({error.strerror or error})") from None
     if not head:
         raise IngestError(f"{path}: empty file")
     compressed = head.startswith((nsys_csv_table.GZIP_MAGIC, nsys_csv_table.XZ_MAGIC))

@@ -150,10 +150,7 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
     (`active_time`; else `sampled_time`)."""
     per_unit = profile.seconds_per_unit if profile.seconds_per_unit is not None else interval
     cut = _Cut.of(profile.frames)
-    # only the frames a sample holds: naming one may compile its file (a crafted file named
-    # 20,000 frames of 2,000 sources, no sample on them, and took minutes)
-    names = {index: _name(profile.frames[index]) for index in sorted(
-        {index for thread in profile.threads for stack in thread.counts for index in stack})}
+    names = _sampled_names(profile)
     root_pid = root_pid if root_pid is not None else _root_pid(profile, cut)
     gathered = _Gathered(per_unit)
     for thread in profile.threads:
@@ -170,6 +167,14 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
         if not process:
             rows += _line_rows(tally, set(named_lines))
     return rows + gathered.tree.rows("cumulative_time" if per_unit is not None else "samples")
+
+
+def _sampled_names(profile: SampledProfile) -> dict[int, Named]:
+    """The names of the frames a sample holds, by index: naming one may compile its file (a
+    crafted file named 20,000 frames of 2,000 sources, no sample on them, and took
+    minutes)."""
+    return {index: _name(profile.frames[index]) for index in sorted(
+        {index for thread in profile.threads for stack in thread.counts for index in stack})}
 
 
 def _root_pid(profile: SampledProfile, cut: _Cut) -> int | None:

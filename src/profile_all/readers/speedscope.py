@@ -30,7 +30,7 @@ MAX_SAMPLE_SECONDS, MAX_SAMPLE_COUNT = 3600.0, 1e9
 #: seconds per unit of a profile's weights; "none": the weights count samples
 _SECONDS = {"seconds": 1.0, "milliseconds": 1e-3, "microseconds": 1e-6, "nanoseconds": 1e-9,
             "none": None}
-_PROFILE_NAME = re.compile(r'(?:Process (\d+) )?Thread (\d+)(?: "(.*)")?$', re.DOTALL)
+_PROFILE_NAME = re.compile(r'(?:Process (\d{1,18}) )?Thread (\d{1,18})(?: "(.*)")?$', re.DOTALL)
 _PROCESS_FRAME = re.compile(r"process (\d+):")
 
 

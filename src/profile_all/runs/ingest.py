@@ -17,6 +17,7 @@ import pandas as pd
 from profile_all import backends, environment
 from profile_all.errors import UsageError
 from profile_all.readers import BrokenFile, IngestError, limits
+from profile_all.readers.chrome_trace import MAX_RANK
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
 from profile_all.report.report import Report
@@ -121,10 +122,10 @@ def _read_all(paths: Sequence[str | Path], parsed: parse_ahead.Parsed | None = N
     """The files named, and those the directories named hold that are traces; why each of
     the others was left out: no trace (a config file), or a broken one (a rank lost); what
     the directories' listing said (files met again, read once; run folders left out)."""
-    named, found, said = ingest_paths.expand(paths)
+    named, found, said, lost = ingest_paths.expand(paths)
     results = parallel_read.each(partial(_read_framed, parsed=parsed), [*named, *found],
                                  progress)
-    files, skipped, broken = [], [], []
+    files, skipped, broken = [], [], list(lost)  # a folder not listed: its ranks lost
     for path, result in zip([*named, *found], results, strict=True):
         if not isinstance(result, Exception):
             files.append(result)
@@ -159,11 +160,13 @@ def _doubts(files: list[IngestedFile], skipped: list[str], broken: list[str]) ->
 
 def _rank_in_name(path: Path) -> int | None:
     """The number after `rank`, `process`, `proc`, `worker` or `node` in a file's name
-    (`proc0`, `rank-1`, `node_2`), the first of those words that has one; else None."""
+    (`proc0`, `rank-1`, `node_2`), the first of those words that has one, where it is a
+    rank a job may have (chrome_trace.MAX_RANK at most); else None."""
     for word in _RANK_WORDS:
         match = re.search(rf"(?<![a-z]){word}[-_.]?(\d+)", path.name, re.IGNORECASE)
-        if match:
-            return int(match.group(1))
+        if match:  # no rank beyond any job's (a 200-digit one overflowed the report's int64)
+            digits = match.group(1).lstrip("0") or "0"
+            return int(digits) if len(digits) <= 7 and int(digits) <= MAX_RANK else None
     return None
 
 

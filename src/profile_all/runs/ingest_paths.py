@@ -3,6 +3,7 @@ pandas here: the files are listed before the readers are imported (runs/parse_ah
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,29 +28,32 @@ def _run_folder(folder: Path) -> bool:
     return (folder / "meta.json").is_file() and (folder / "report.parquet").is_file()
 
 
-def expand(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path], list[str]]:
+def expand(paths: Sequence[str | Path]
+           ) -> tuple[list[Path], list[Path], list[str], list[str]]:
     """(the files named, the files directories hold, what was left out of them, a sentence
-    each). A directory (what HTA and TensorBoard users point at) stands for the chrome
+    each, and the folders inside them that could not be listed: what they hold is lost).
+    A directory (what HTA and TensorBoard users point at) stands for the chrome
     traces in it, at any depth, in name order: each a pass of its own, its rank from the
     trace; a file there that is not a trace (a config.json) is left out and said to be; a
     profile-all run folder in it (meta.json and report.parquet: an earlier report, whose
     traces were the same rank's as the user's) is left out whole, named. A file met twice
     (named twice, under two names, or named and inside a directory named) is read once:
     summed twice, its operators counted double."""
-    named, found, said = [], [], []
+    named, found, said, lost = [], [], [], []
     for path in map(Path, paths):
         if path.is_dir():
-            found += _traces_in(path, said)
+            found += _traces_in(path, said, lost)
         else:
             named.append(path)
     once = _ReadOnce(said)
     return ([path for path in named if once.first_time(path, "named")],
-            [path for path in found if once.first_time(path, "met")], said)
+            [path for path in found if once.first_time(path, "met")], said, lost)
 
 
-def _traces_in(folder: Path, said: list[str]) -> list[Path]:
+def _traces_in(folder: Path, said: list[str], lost: list[str]) -> list[Path]:
     """The trace files a directory holds, outside profile-all run folders; what was left
-    out appended to `said`."""
+    out appended to `said`, the folders in it that cannot be listed to `lost`."""
+    lost += _unlisted(folder)
     runs = sorted({p.parent for p in folder.rglob("meta.json") if _run_folder(p.parent)})
     said += [f"left out, a profile-all run folder: {run} (`profile-all show {run}` reads it)"
              for run in runs]
@@ -63,6 +67,16 @@ def _traces_in(folder: Path, said: list[str]) -> list[Path]:
                           f"({', '.join(TRACE_PATTERNS)}, at any depth"
                           f"{', outside profile-all run folders' if runs else ''})")
     return inside
+
+
+def _unlisted(folder: Path) -> list[str]:
+    """The folders under `folder` that cannot be listed, a sentence each (rglob passes
+    over them without a word)."""
+    unreadable: list[OSError] = []
+    for _walked in os.walk(folder, onerror=unreadable.append):
+        pass
+    return [f"{error.filename}: a folder that cannot be read ({error.strerror or error})"
+            for error in unreadable]
 
 
 class _ReadOnce:

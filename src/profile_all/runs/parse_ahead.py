@@ -74,7 +74,7 @@ class Parsing:
         """The process started on the traces of `given` (files and directories); False
         where it was not (nothing to list, no fork)."""
         try:
-            named, found, _again = ingest_paths.expand(given)
+            named, found, _again, _lost = ingest_paths.expand(given)
         except (OSError, ValueError, IngestError):  # (the reading says why)
             return False
         self._paths = [*named, *found]
