@@ -128,6 +128,8 @@ def compare(
         "by more than PCT percent (for CI; both runs need --repeat 2 or more)")] = None,
     format: Annotated[Format, typer.Option(
         "--format", "-f", metavar="table|md|csv|json")] = Format.table,
+    top: Annotated[int, typer.Option(min=1, metavar="N", help="rows of the table shown (csv "
+                                     "and json hold every one)")] = 100,
 ) -> None:
     """Compare two runs: each region's change in time, with its 95% interval and verdict."""
     import profile_all as pa
@@ -136,7 +138,7 @@ def compare(
     table = pa.compare(run_a, run_b, fail_above=fail_above)
     for note in table.attrs.get("notes", []):  # first: what makes the runs unlike
         print(f"profile-all: note: {visible(note)}", file=sys.stderr)
-    render_compare(table, format.value, sys.stdout, [f"A: {run_a}", f"B: {run_b}"])
+    render_compare(table, format.value, sys.stdout, [f"A: {run_a}", f"B: {run_b}"], top)
     slower = table.attrs.get("slower")
     if slower is not None and not slower.empty:
         names = ", ".join(f"{name} ({change:+.1%})" for name, change

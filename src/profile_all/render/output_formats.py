@@ -47,18 +47,22 @@ def render_to(report: Report, format: str, top: int, stream: TextIO) -> None:
 
 
 def render_compare(table: pd.DataFrame, format: str, stream: TextIO,
-                   caption: list[str] = ()) -> None:
+                   caption: list[str] = (), top: int | None = None) -> None:
     """`Report.compare`'s table as a terminal table that fits the console (with the lines
-    of `caption` under it), markdown, CSV or JSON (every column)."""
+    of `caption` under it) or markdown, each its first `top` rows (50,000 regions in
+    common printed 2.6 MB), CSV or JSON (every row and column)."""
+    shown, left_out = tables.cut(tables.compare_table(table), top)
     if format == "table":
         console = Console(file=stream)
-        console.print(terminal.rich_table("Change from A to B (b / a - 1)",
-                                          tables.compare_table(table), width=console.width,
+        console.print(terminal.rich_table("Change from A to B (b / a - 1)", shown, left_out,
+                                          width=console.width,
                                           elsewhere="-f md or a wider terminal has them"))
         for line in caption:
             console.print(Text(visible(line)))
     elif format == "md":
-        print(markdown.pipe_table(tables.compare_table(table)), file=stream)
+        print(markdown.pipe_table(shown), file=stream)
+        if left_out:
+            print(f"\n{left_out:,} more rows (-f csv or -f json hold every one)", file=stream)
     elif format == "csv":
         visible_text(table).to_csv(stream, index=False)
     else:

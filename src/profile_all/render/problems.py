@@ -27,12 +27,23 @@ MOST_PROBLEMS = 50
 def problems(report: Report) -> list[str]:
     """Skipped backends, failed passes and failing backends, one sentence each, each said
     once, at most MOST_PROBLEMS (a record of 5,000 passes said one backend's note 5,000
-    times)."""
-    said = list(dict.fromkeys(_every_problem(report)))
+    times), each cut to LONGEST_PROBLEM characters."""
+    said = [_cut(line) for line in dict.fromkeys(_every_problem(report))]
     if len(said) <= MOST_PROBLEMS:
         return said
     return [*said[:MOST_PROBLEMS], f"{fmt.counted(len(said) - MOST_PROBLEMS, 'more problem')} "
             "not said here (meta.json holds every pass's)"]
+
+
+#: the characters of one problem said (a crafted meta.json held a doubt of 5 MB)
+LONGEST_PROBLEM = 1000
+
+
+def _cut(line: str) -> str:
+    if len(line) <= LONGEST_PROBLEM:
+        return line
+    return (f"{line[:LONGEST_PROBLEM]}... ({len(line) - LONGEST_PROBLEM:,} more characters "
+            "in meta.json)")
 
 
 def _every_problem(report: Report) -> list[str]:

@@ -192,7 +192,7 @@ SECTIONS = (
     Section("api", "CUDA API calls by host time", tables.api_table, long=True,
             scopes=("api",), with_findings=True),
     Section("lines", "Line by line", tables.lines_table, long=True, scopes=("line",)),
-    Section("native", "Native files", tables.native_files_table, in_terminal=False),
+    Section("native", "Native files", tables.native_files_table, long=True, in_terminal=False),
     Section("skipped", "Skipped backends", tables.skipped_table, in_terminal=False),
     Section("environment", "Environment", tables.environment_table, in_terminal=False),
 )

@@ -93,7 +93,7 @@ def _indented(console: Console, text: str, style: str = "") -> None:
 def render(report: Report, console: Console, top: int = TOP) -> None:
     """The report (`render_body`), then where it is (`render_where`)."""
     render_body(report, console, top)
-    render_where(report, console)
+    render_where(report, console, top)
 
 
 def render_body(report: Report, console: Console, top: int = TOP) -> None:
@@ -106,10 +106,15 @@ def render_body(report: Report, console: Console, top: int = TOP) -> None:
         console.print(Text(visible(line), style="yellow"))
 
 
-def render_where(report: Report, console: Console) -> None:
-    """How to open the run's native files, then the run directory, last: it is the
-    folder where the report was placed (NAME-2 when NAME was taken as it was written)."""
-    for backend, path, command in tables.open_commands(report):
+def render_where(report: Report, console: Console, top: int | None = TOP) -> None:
+    """How to open the run's native files (the first `top` of them: a crafted record of
+    100,000 printed every one), then the run directory, last: it is the folder where the
+    report was placed (NAME-2 when NAME was taken as it was written)."""
+    commands = tables.open_commands(report)
+    for backend, path, command in commands[:top]:
         console.print(Text(visible(f"  {backend}: {path}  (open with: {command})")))
+    if top is not None and len(commands) > top:
+        console.print(Text(f"  {len(commands) - top:,} more native files (meta.json lists "
+                           "them all)"))
     if report.run_dir:
         console.print(Text(visible(f"Report: {report.run_dir}")))

@@ -79,14 +79,18 @@ def _profiler_killed(summary: PassRecord) -> Finding:
                    f"{backends} out")
 
 
-#: the doubts that become findings, each once; the others are counted in one more
+#: the doubts that become findings, each once; the others are counted in one more; each
+#: cut to LONGEST_DOUBT characters (a crafted record held a doubt of 5 MB)
 MOST_DOUBTS = 50
+LONGEST_DOUBT = 1000
 
 
 def doubts(report: RunData) -> list[Finding]:
     """Every doubt the run recorded and every loss a backend reported, as findings: the
     noisy clean pass and passes that did different work weigh more than the others."""
-    lines = list(dict.fromkeys(report.meta.doubts))
+    lines = [line if len(line) <= LONGEST_DOUBT else f"{line[:LONGEST_DOUBT]}... (cut: "
+             f"meta.json holds all {len(line):,} characters)"
+             for line in dict.fromkeys(report.meta.doubts)]
     out = [Finding("trust", line, weight=0.95 if line.startswith(_MISSING)
                    else 0.35 if line.startswith(_SERIOUS) else 0.1,
                    evidence="the run's checks (meta.json doubts)")
