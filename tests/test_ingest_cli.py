@@ -363,3 +363,21 @@ def test_an_unreadable_trace_and_folder_in_a_directory_are_lost_ranks(tmp_path):
     doubts = " ".join(meta.doubts)
     assert f"{folder / 'rank1.json'}: cannot be read (Permission denied)" in doubts
     assert f"{folder / 'sub'}: a folder that cannot be read (Permission denied)" in doubts
+
+
+def test_a_byte_order_mark_and_gzip_members_are_read(tmp_path):
+    """A trace or CSV an editor saved with a UTF-8 byte order mark, and a gzip whose first
+    member is empty (files joined with cat), were refused as no file profile-all reads."""
+    from test_nsys_csv import GPU_ROWS, GPU_TRACE
+
+    trace = write_torch_trace(tmp_path / "made.json")
+    data = trace.read_bytes()
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + data)
+    (tmp_path / "joined.json.gz").write_bytes(
+        gzip.compress(b"") + gzip.compress(data[:100]) + gzip.compress(data[100:]))
+    (tmp_path / "bom_cuda_gpu_trace.csv").write_bytes(
+        b"\xef\xbb\xbf" + "\n".join([GPU_TRACE, *GPU_ROWS]).encode() + b"\n")
+    for name in ("bom.json", "joined.json.gz", "bom_cuda_gpu_trace.csv"):
+        done = profile_all("ingest", tmp_path / name, "-o", tmp_path / f"run-{name}")
+        assert done.returncode == 0, done.stderr
+        assert pa.load(tmp_path / f"run-{name}").meta.status == "complete"

@@ -24,6 +24,7 @@ from typing import IO, Any
 import pandas as pd
 
 from profile_all.readers import IngestError, limits
+from profile_all.readers.trace_bytes import BOM
 
 #: each report read, with the header labels (lower case, units aside) that tell it apart
 REPORTS = {
@@ -63,9 +64,10 @@ def report_of(fields: list[str]) -> str | None:
 
 
 def _fields(line: str) -> list[str]:
-    """A line's CSV fields; none for a line no CSV reader takes (binary data)."""
+    """A line's CSV fields (a UTF-8 byte order mark before them left out); none for a line
+    no CSV reader takes (binary data)."""
     try:
-        return next(csv.reader([line]), [])
+        return next(csv.reader([line.removeprefix("\ufeff")]), [])
     except csv.Error:
         return []
 
@@ -90,13 +92,18 @@ def decompressed_head(head: bytes, size: int = 65536) -> bytes:
     """Up to `size` bytes of what a gzip or xz file starts with (its first block suffices),
     the bytes themselves otherwise; b"" when they do not decompress."""
     try:
-        if head.startswith(GZIP_MAGIC):
-            return zlib.decompressobj(wbits=31).decompress(head, size)
+        if head.startswith(GZIP_MAGIC):  # member after member (the first may be empty)
+            out, rest = b"", head
+            while rest.startswith(GZIP_MAGIC) and len(out) < size:
+                member = zlib.decompressobj(wbits=31)
+                out += member.decompress(rest, size - len(out))
+                rest = member.unused_data if member.eof else b""
+            return out.removeprefix(BOM)
         if head.startswith(XZ_MAGIC):
             return lzma.LZMADecompressor().decompress(head, size)
     except (zlib.error, lzma.LZMAError, EOFError):
         return b""
-    return head
+    return head.removeprefix(BOM)
 
 
 class Table:

@@ -22,6 +22,10 @@ ARRAY_KEY = b'"traceEvents"'
 _PIECE = 64 * 2**20
 
 
+#: the UTF-8 byte order mark
+BOM = b"\xef\xbb\xbf"
+
+
 def read_bytes(path: Path) -> bytes:
     """The trace's JSON bytes, gunzipped when the content is gzip (whatever the name), each
     within limits.current().max_unpacked (a bomb is stopped as it passes it)."""
@@ -35,12 +39,17 @@ def read_bytes(path: Path) -> bytes:
         raise IngestError(f"{path}: cannot be read: {error.strerror}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            return _gunzip(raw, path, bound)
+            return _without_bom(_gunzip(raw, path, bound))
         except (EOFError, OSError, zlib.error) as error:
             raise BrokenFile(f"{path}: corrupt or truncated gzip data ({error})") from None
     if str(path).endswith(".gz"):
         raise IngestError(f"{path}: named .gz but is not gzip data")
-    return raw
+    return _without_bom(raw)
+
+
+def _without_bom(data: bytes | bytearray) -> bytes | bytearray:
+    """The JSON without the UTF-8 byte order mark an editor may put first (JSON has none)."""
+    return data[3:] if data[:3] == BOM else data
 
 
 def _gunzip(raw: bytes, path: Path, bound: limits.Limits) -> bytearray:
