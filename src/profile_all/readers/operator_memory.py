@@ -96,6 +96,8 @@ def memory_curve(memory: list[tuple], steps: list[tuple], scale: float,
     """The timeline's `memory:<device>` series (allocated and reserved bytes at each
     record) and its `step` bands (each ProfilerStep range: name, start, end), in seconds
     since `origin`; `steps`: (name, start, duration) in the trace's unit."""
+    if not memory:  # the steps shade the memory curve: none without one
+        return []
     records = pd.DataFrame(memory, columns=_RECORD_COLUMNS).dropna(subset=["ts"])
     entries = [["step", name, (start - origin) * scale, (start + length - origin) * scale,
                 float("nan"), "s"] for name, start, length in steps]
