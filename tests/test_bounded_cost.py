@@ -57,7 +57,7 @@ def _long_paths_said(path, out, what: str) -> pa.Report:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     report = pa.load(out)
-    said = [d for d in report.meta.doubts if "left out whose paths" in d]
+    said = [d for d in report.meta.doubts if "of their names and paths in all" in d]
     assert len(said) == 1 and said[0].startswith(f"{path}: ") and what in said[0], said
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
     return report
@@ -103,3 +103,18 @@ def test_a_pushpop_csv_of_20000_levels_that_are_no_level(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     calls = pa.load(tmp_path / "run").frame.query("scope == 'region' and metric == 'calls'")
     assert len(calls) == DEPTH and (calls["parent"] == "").all()
+
+
+def test_a_trace_of_100000_distinct_range_names_gives_20000_regions(tmp_path):
+    """A 12 MB trace of 100,000 annotations each named apart took 867 MB and wrote 85 MB (ten
+    rows a region): the first 20,000 regions are rows, the rest said; under a 2 GiB cap."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 5, "args": {}}]
+    events += [{"ph": "X", "cat": "user_annotation", "name": f"batch {i}", "pid": 1, "tid": 1,
+                "ts": 10 + 2 * i, "dur": 1} for i in range(100_000)]
+    trace = tmp_path / "names.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    report = _long_paths_said(trace, tmp_path / "run", "80,000 annotations left out past the "
+                              "first 20,000 regions")
+    regions = report.frame.query("scope == 'region' and metric == 'calls'")
+    assert len(regions) == 20_000
