@@ -20,7 +20,7 @@ import pandas as pd
 from profile_all.errors import UsageError
 from profile_all.pass_record import PassRecord
 from profile_all.report.report import Report
-from profile_all.run_record import ArtifactRecord, RunRecord
+from profile_all.run_record import ArtifactRecord, RunRecord, inside
 from profile_all.runs.folder import RunDirectory, load
 
 
@@ -84,21 +84,36 @@ def merge(run_dirs: list[Path], out: Path | None, *, force: bool = False,
 
 def _copied_artifacts(reports: list[Report], target: RunDirectory) -> list[ArtifactRecord]:
     """Each node's artifacts copied under `artifacts/nodeN/`, and listed with their new
-    paths: only the files its meta.json names (checked to lie inside its folder as it was
-    loaded), each a regular file; what else `artifacts/` holds is not the run's and is
+    paths, and its passes' logs: only the files its meta.json names, each inside its folder
+    and a regular file; what else `artifacts/` holds is not the run's and is
     neither read nor copied (a link to /etc, a sparse gigabyte, a FIFO)."""
     artifacts = []
     for node, report in enumerate(reports):
-        for artifact in report.meta.artifacts:
-            source = report.run_dir / artifact.path
-            if not _regular(source):
-                continue
-            moved = replace(artifact, path=artifact.path.replace(
-                "artifacts/", f"artifacts/node{node}/", 1))
-            (target.work / moved.path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target.work / moved.path)
-            artifacts.append(moved)
+        artifacts += [replace(artifact, path=_in_node(artifact.path, node))
+                      for artifact in report.meta.artifacts
+                      if _copied(report.run_dir, artifact.path, target.work, node)]
+        for log in dict.fromkeys(log for summary in report.meta.passes for log in summary.logs):
+            _copied(report.run_dir, log, target.work, node)  # the passes' stdout and stderr
     return artifacts
+
+
+def _in_node(path: str, node: int) -> str:
+    return path.replace("artifacts/", f"artifacts/node{node}/", 1)
+
+
+def _copied(run_dir: Path, path: str, work: Path, node: int) -> bool:
+    """Copy `run_dir/path` to the merge's `work` folder under node `node`, where it lies
+    inside the run folder and is a regular file; whether it was."""
+    try:
+        inside(run_dir, path)
+    except UsageError:
+        return False
+    if not _regular(run_dir / path):
+        return False
+    moved = work / _in_node(path, node)
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run_dir / path, moved)
+    return True
 
 
 def _regular(path: Path) -> bool:
