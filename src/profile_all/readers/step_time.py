@@ -106,11 +106,13 @@ def _tiled(steps: pd.DataFrame, step_of: np.ndarray, starts: np.ndarray, ends: n
     if own.any():
         before = (step_of < 0) & (ends < starts[own].min())
         previous = max(previous, float(ends[before].max())) if before.any() else previous
+    launched = step_of >= 0
+    last_end = np.full(len(steps), -np.inf)  # each step's last activity's end
+    np.maximum.at(last_end, step_of[launched], ends[launched])
     tiled_begins, tiled_ends = np.empty(len(steps)), np.empty(len(steps))
     for number in range(len(steps)):
         begin = max(previous, begins[number])
-        mine = step_of == number
-        end = max(closes[number], float(ends[mine].max())) if mine.any() else closes[number]
+        end = max(closes[number], last_end[number])
         tiled_begins[number], tiled_ends[number] = begin, max(end, begin)
         previous = tiled_ends[number]
     keep = len(steps)
@@ -146,9 +148,11 @@ def step_rows(annotations: pd.DataFrame, ops: pd.DataFrame, device: pd.DataFrame
     step_of = _launching_step(steps, device, runtime)
     begins, finals, keep = _tiled(steps, step_of, starts, ends)
     rows = []
+    order = np.argsort(step_of, kind="stable")  # each step's activities, found once
+    bounds = np.searchsorted(step_of[order], np.arange(len(steps) + 1))
     for number, name in enumerate(steps["name"][:keep]):
         begin, end = begins[number], finals[number]
-        mine = np.flatnonzero(step_of == number)
+        mine = order[bounds[number]:bounds[number + 1]]
         if len(mine):
             rows += split_rows(starts[mine], ends[mine], types[mine], scale, parent=name)
             rows += combination_rows(starts[mine], ends[mine], types[mine], scale, parent=name)
