@@ -338,6 +338,24 @@ def test_module_view_of_a_trace_made_here_as_the_plugin_s(tmp_path, capsys):
     assert view.loc["Sequential_0", "cpu_time"] > view.loc["Sequential_0", "self_time"] > 0
 
 
+def test_operators_by_call_stack_counted_by_hand(tmp_path):
+    """Kineto's 2021 traces carry each operator's `Call stack`: aten::mm three times, twice
+    from train.py(10) (5 + 7 µs), once from train.py(20) (11 µs)."""
+    events = [{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 100 * i, "dur": dur, "args": {"Call stack": stack}}
+              for i, (dur, stack) in enumerate([(5, "train.py(10): step"),
+                                                (7, "train.py(10): step"),
+                                                (11, "train.py(20): evaluate")])]
+    trace = tmp_path / "stacks.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    table = pa.ingest([trace], tmp_path / "run").operators(by="stack")
+    by_stack = table.set_index("call_stack")
+    assert by_stack.loc["train.py(10): step", ["calls", "cpu_time"]].tolist() == \
+        pytest.approx([2, 12e-6])
+    assert by_stack.loc["train.py(20): evaluate", "calls"] == 1
+    assert "Operators by call stack" in (tmp_path / "run" / "summary.md").read_text()
+
+
 def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
     trace = tmp_path / "gloo.json.gz"
     trace.write_bytes((fixtures / "traces" / "cpu_only_gloo_rank34.json.gz").read_bytes())

@@ -1,11 +1,16 @@
-"""profile-all's step time breakdown and GPU summary beside TensorBoard's profiler plugin's
-own, on the same trace.
+"""profile-all's views of a trace beside TensorBoard's profiler plugin's own, on the same
+trace.
 
 The plugin (`pip install torch-tb-profiler==0.4.3`, which brings tensorboard) computes its
-overview with `RunProfileData`; profile-all ingests the same file. Per step of the
-plugin's overview: the step's time, and each category of its breakdown (kernel, memcpy,
+views with `RunProfileData`; profile-all ingests the same file. Compared: per step of the
+plugin's overview, the step's time and each category of its breakdown (kernel, memcpy,
 memset, communication, runtime, data loader, CPU exec, other), each within TOLERANCE (1%)
-of the plugin's, absolute for a figure under 1% of the step.
+of the plugin's, absolute for a figure under 1% of the step; the GPU summary's shares
+(utilization, estimated SM efficiency and occupancy, Tensor Core share) within half a
+point; the kernel view's TOP kernels (calls, time, blocks per SM, occupancy), alone and by
+the operator that launched them; the operator view's TOP operators of most self device
+time (times, Tensor Core eligibility and shares) and their call stacks; the memory view,
+per device and operator, exactly; the module view, module by module.
 
 On traces written by torch 2 and later the plugin (last released in 2022) is wrong in three
 ways, known from the trace itself: it reads no CUDA runtime or driver call (their
@@ -186,6 +191,22 @@ def _modules(plugin, report) -> list[bool]:
     return fine
 
 
+def _stacks(plugin, report) -> list[bool]:
+    """The operator view grouped by call stack (2021 traces recorded with_stack): each of
+    the TOP operators' stacks, its calls equal and its host time within 1%."""
+    ours = report.operators(by="stack").set_index(["name", "call_stack"])
+    fine = []
+    for name in [op.name for op in sorted(plugin.op_list_groupby_name,
+                                          key=lambda op: -op.self_device_duration)][:TOP]:
+        for group in plugin.stack_lists_group_by_name.get(name, []):
+            stack = next(iter(group.callstacks))
+            mine = ours.loc[(name, stack)]
+            fine.append(mine["calls"] == group.calls)
+            fine.append(_check(f"operator {name[:20]} by stack {stack[-20:]} host",
+                               mine["cpu_time"] / US, group.host_duration, group.host_duration))
+    return fine
+
+
 def _known(value: float) -> float:
     """A share profile-all leaves NaN (no device time to share) is the plugin's 0."""
     return 0.0 if pd.isna(value) else value
@@ -244,7 +265,7 @@ def compare(path: str) -> bool:
     fine += _gpu(plugin, report) + _kernels(plugin, report, blind) + _memory(plugin, report)
     fine += _modules(plugin, report)
     if not blind:
-        fine += _operators(plugin, report)
+        fine += _operators(plugin, report) + _stacks(plugin, report)
     print(f"{Path(path).name}: {'every figure within 1% of the plugin' if all(fine) else 'FAIL'}"
           + (" (a torch 2 trace: the step, its device and host parts)" if blind else ""))
     return all(fine)

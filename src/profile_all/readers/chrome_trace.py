@@ -11,11 +11,11 @@ to parse and is joined with the next one. A trace without such boundaries is par
 
 Formats read: Kineto's pretty-printed JSON and minified JSON, `.json` or gzip (by content,
 not by name); a `{"traceEvents": [...]}` object or a bare JSON array of events; the 2021
-Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtime`,
-`Memcpy`, `Memset`, `external id` in lower case, `tid` strings such as `"stream 7"`,
+Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtime`, `Memcpy`,
+`Memset`, `external id` in lower case, `tid` strings such as `"stream 7"`,
 `ProfilerStep#N` as an `Operator`); string or integer pid/tid; the rank from
-`distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says: the
-Trace Event Format makes that field a display hint only.
+`distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says (the
+Trace Event Format makes that field a display hint only).
 
 The file's bytes, the event array's span and torch's unescaped quotes: trace_bytes.
 """
@@ -58,8 +58,7 @@ class TraceColumns:
     """The kept events, a list of tuples per kind (names interned). Threads are "pid:tid"
     strings, so that integer and string ids ("stream 7") compare alike."""
 
-    # (name, thread, ts, dur, external_id, flops, input_dims)
-    ops: list[tuple] = field(default_factory=list)
+    ops: list[tuple] = field(default_factory=list)  # trace_links._OP_COLUMNS
     # kernels, copies, fills: (name, kind, thread, ts, dur, correlation, event_args.device_args)
     device: list[tuple] = field(default_factory=list)
     # (thread, ts, device, bytes, total allocated, total reserved): `[memory]` instants
@@ -81,8 +80,7 @@ class TraceColumns:
     unread: dict[str, int] = field(default_factory=dict)
 
 
-#: the highest rank a trace may name (a million ranks)
-MAX_RANK = 2**20
+MAX_RANK = 2**20  # the highest rank a trace may name (a million ranks)
 
 
 @dataclass
@@ -195,13 +193,15 @@ class _Collector:
 
     def _op(self, name: str, thread: str, ts: Any, dur: Any, args: dict) -> tuple:
         """An operator's columns: its FLOPs as the trace says, else derived from its input
-        shapes (matmuls), and its shapes as text (checked against the field limit)."""
+        shapes (matmuls); its shapes as text (checked against the field limit); its stack."""
         dims = args.get("Input Dims") or args.get("Input dims")
         flops = args.get("FLOPs") or (matmul_flops(name, dims) if dims else 0)
         shapes = str(dims) if dims else None
         if shapes is not None and len(shapes) > 4096:
             self._limits.field(self._path, len(shapes), f"{name!r}'s Input Dims")
-        return name, thread, ts, dur, event_args.external_id(args), flops, shapes
+        stack = args.get("Call stack")  # (2021 traces recorded with_stack; interned)
+        return (name, thread, ts, dur, event_args.external_id(args), flops, shapes,
+                self._name(stack) if type(stack) is str else None)
 
     def _flow(self, event: dict) -> None:
         """A flow event's end (ac2g: a launch's start, its kernel's finish) by its thread

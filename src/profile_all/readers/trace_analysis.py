@@ -64,12 +64,14 @@ def _operator_rows(ops: pd.DataFrame, has_device: bool) -> list[list[Any]]:
     if has_device and unattributed > 0:
         rows += [row("operator", UNATTRIBUTED, "gpu_time", unattributed),
                  row("operator", UNATTRIBUTED, "self_gpu_time", unattributed)]
-    shaped = ops[ops["input_dims"].notna()]
-    if not shaped.empty:
-        by_shape = _sums(shaped, ["name", "input_dims"], metrics[:4])
-        for (name, dims), calls, *values in by_shape.itertuples():
-            rows.append(row("operator_shape", name, "calls", calls, parent=dims))
-            rows += [row("operator_shape", name, metric, value, parent=dims)
+    for scope, column in (("operator_shape", "input_dims"), ("operator_stack", "call_stack")):
+        known = ops[ops[column].notna()] if column in ops.columns else ops.iloc[:0]
+        if known.empty:
+            continue
+        by_group = _sums(known, ["name", column], metrics[:4])
+        for (name, group), calls, *values in by_group.itertuples():
+            rows.append(row(scope, name, "calls", calls, parent=group))
+            rows += [row(scope, name, metric, value, parent=group)
                      for metric, value in zip(metrics[:4], values, strict=True)]
     return rows
 

@@ -27,7 +27,8 @@ import pandas as pd
 from profile_all.readers.chrome_trace import ChromeTrace
 from profile_all.readers.gpu_metrics import TENSOR_CORE_OPERATORS, uses_tensor_cores
 
-_OP_COLUMNS = ["name", "thread", "ts", "dur", "external_id", "flops", "input_dims"]
+_OP_COLUMNS = ["name", "thread", "ts", "dur", "external_id", "flops", "input_dims",
+               "call_stack"]
 _DEVICE_COLUMNS = ["name", "kind", "thread", "ts", "dur", "correlation", "bytes", "device",
                    "blocks_per_sm", "occupancy"]
 _RUNTIME_COLUMNS = ["name", "thread", "ts", "dur", "correlation", "external_id"]

@@ -181,6 +181,10 @@ SECTIONS = (
                  "time, else its host time."),
     Section("operator-shapes", "Operators by input shape", trace_tables.operator_shapes_table,
             long=True, scopes=("operator_shape",)),
+    Section("operator-stacks", "Operators by call stack", trace_tables.operator_stacks_table,
+            long=True, scopes=("operator_stack",),
+            note="As TensorBoard's operator view grouped by call stack: a trace whose "
+                 "operators carry a Call stack (recorded with_stack by torch of 2021)."),
     Section("kernels", "Kernels by device time", trace_tables.kernels_table, long=True,
             scopes=("kernel",), with_findings=True,
             note="As TensorBoard's kernel view: Tensor Cores told by the kernel's name, blocks "

@@ -179,15 +179,21 @@ def module_view_table(report: Report) -> pd.DataFrame:
     return _shown(table, {**columns, "mean": ("mean", fmt.seconds)})
 
 
-def operator_shapes_table(report: Report) -> pd.DataFrame:
-    view = report.operators(by="shape")
-    shown = pd.DataFrame({"operator": view["name"], "input shapes": view["input_shapes"]})
+def operator_shapes_table(report: Report, by: str = "shape") -> pd.DataFrame:
+    view = report.operators(by=by)
+    column = "input_shapes" if by == "shape" else "call_stack"
+    shown = pd.DataFrame({"operator": view["name"],
+                          column.replace("_", " "): view[column]})
     for column, header in (("calls", "calls"), ("cpu_time", "CPU total"),
                            ("self_time", "CPU self"), ("gpu_time", "device total"),
                            ("self_gpu_time", "device self")):
         if column in view.columns:
             shown[header] = view[column].map(fmt.count if column == "calls" else fmt.seconds)
     return shown
+
+
+def operator_stacks_table(report: Report) -> pd.DataFrame:
+    return operator_shapes_table(report, by="stack")
 
 
 def kernels_table(report: Report, by: str = "kernel") -> pd.DataFrame:

@@ -28,24 +28,32 @@ def _shares(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _by_shape(data: RunData) -> pd.DataFrame:
-    rows = data.scoped("operator_shape")
+#: the grouping `by` asks for: its scope, and the column its group goes to
+GROUPS = {"shape": ("operator_shape", "input_shapes"), "stack": ("operator_stack", "call_stack")}
+
+
+def _grouped(data: RunData, by: str) -> pd.DataFrame:
+    scope, column = GROUPS[by]
+    rows = data.scoped(scope)
     rows = rows[rows["stat"] == "total"]
     if rows.empty:
-        return pd.DataFrame(columns=["name", "input_shapes", *METRICS[:5]])
+        return pd.DataFrame(columns=["name", column, *METRICS[:5]])
     table = rows.groupby(["name", "parent", "metric"], sort=False)["value"].sum().unstack()
     table = table.reindex(columns=[m for m in METRICS[:5] if m in table.columns])
-    table = table.reset_index().rename(columns={"parent": "input_shapes"})
+    table = table.reset_index().rename(columns={"parent": column})
     table.columns.name = None
     by = "self_gpu_time" if "self_gpu_time" in table and table["self_gpu_time"].sum() > 0 \
         else "self_time"
     return table.sort_values(by, ascending=False, ignore_index=True)
 
 
-def by_shape(data: RunData, top: int | None) -> pd.DataFrame:
-    """Per operator and input shapes (the `input_shapes` column: traces recorded with
-    `record_shapes=True`)."""
-    out = data.once("operator_view:shape", lambda: _by_shape(data))
+def grouped(data: RunData, by: str, top: int | None) -> pd.DataFrame:
+    """Per operator and input shapes (`by="shape"`: the `input_shapes` column, traces
+    recorded with `record_shapes=True`) or call stack (`by="stack"`: the `call_stack`
+    column, traces whose operators carry a `Call stack`, recorded with `with_stack`)."""
+    if by not in GROUPS:
+        raise ValueError(f"operators(by=...) is 'operator', 'shape' or 'stack', not {by!r}")
+    out = data.once(f"operator_view:{by}", lambda: _grouped(data, by))
     return out.head(top) if top else out
 
 

@@ -48,9 +48,10 @@ class Report(RunData):
     def operators(self, top: int | None = None, by: str = "operator") -> pd.DataFrame:
         """A row per operator (torch.profiler), most self time first (device time where
         there is): host and device times, FLOPs, TensorBoard's Tensor Core columns;
-        `by="shape"`: per operator and its input shapes."""
-        if by == "shape":
-            return operator_view.by_shape(self, top)
+        `by="shape"`: per operator and its input shapes; `by="stack"`: per operator and
+        its call stack."""
+        if by != "operator":
+            return operator_view.grouped(self, by, top)
         return operator_view.with_shares(
             self._table("operator", operator_view.METRICS, "self_time", None), top)
 
