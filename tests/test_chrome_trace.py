@@ -352,3 +352,24 @@ def test_truncated_gzip_and_gzip_that_is_not(own_trace, tmp_path):
     with pytest.raises(IngestError, match="corrupt or truncated"):
         chrome_trace.load(tmp_path / "short.json.gz")
     shutil.rmtree(tmp_path)
+
+
+def test_times_since_1970_in_nanoseconds_are_kept_exact(tmp_path):
+    """A trace whose times are microseconds since 1970 with nanoseconds (1.7e15 us) lost
+    them as float64 (every time a multiple of 0.25 us): times of 15 digits or more are
+    read relative to a base, so the 100 ns between two kernels is 100 ns."""
+    base = 1_700_000_000_123_456
+    events = [("cpu_op", "aten::mm", 1, f"{base}.001", "5.0"),
+              ("kernel", "k1", 7, f"{base + 10}.125", "1.001"),
+              ("kernel", "k2", 7, f"{base + 11}.226", "2.003")]
+    trace = tmp_path / "epoch.json"
+    trace.write_text('{"traceEvents": [' + ", ".join(
+        f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 1, "tid": {tid}, '
+        f'"ts": {ts}, "dur": {dur}, "args": {{"device": 0}}}}'
+        for cat, name, tid, ts, dur in events) + "]}")
+    import profile_all as pa
+
+    idle = pa.ingest([trace], tmp_path / "run").device_time().iloc[0]["idle"]
+    assert idle == pytest.approx(100e-9, abs=1e-12)
+    # what reading the times as they are gives: 250 ns
+    assert float(f"{base + 11}.226") - (float(f"{base + 10}.125") + 1.001) == 0.25

@@ -15,9 +15,8 @@ Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtim
 `Memset`, `external id` in lower case, `tid` strings such as `"stream 7"`,
 `ProfilerStep#N` as an `Operator`); string or integer pid/tid; the rank from
 `distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says (the
-Trace Event Format makes that field a display hint only).
-
-The file's bytes, the event array's span and torch's unescaped quotes: trace_bytes.
+Trace Event Format makes that field a display hint only). The file's bytes, the event
+array's span, torch's unescaped quotes and times since 1970: trace_bytes.
 """
 
 from __future__ import annotations
@@ -120,8 +119,9 @@ class ChromeTrace:
                                    if kept(event[0])]
 
 
-def _parse_array(data: bytes, start: int, stop: int) -> list[dict]:
-    return orjson.loads(b"[" + data[start:stop].rstrip().rstrip(b",") + b"]")
+def _parse_array(data: bytes, start: int, stop: int, base: int | None) -> list[dict]:
+    piece = data[start:stop].rstrip().rstrip(b",")  # times past 1e15 µs: trace_bytes.ts_base
+    return orjson.loads(b"[" + (trace_bytes.rebased(piece, base) if base else piece) + b"]")
 
 
 class _Collector:
@@ -270,7 +270,7 @@ def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
     """Parse the events chunk by chunk; False when a chunk cannot be parsed even joined
     (by spans that double, up to an event's length: an event at a time took minutes on a
     trace written twice). An event over EVENT_FIELDS x max_field is refused unparsed."""
-    start = first
+    start, base = first, trace_bytes.ts_base(data[first:first + (1 << 16)])
     longest = EVENT_FIELDS * limits.current().max_field
     while start < closing:
         stop = closing
@@ -286,7 +286,7 @@ def _collect_chunks(data: bytes, first: int, closing: int, collector: Any,
         more = 1 << 10
         while True:
             try:
-                events = _parse_array(data, start, stop)
+                events = _parse_array(data, start, stop, base)
                 break
             except orjson.JSONDecodeError:
                 if stop == closing or stop - start > CHUNK_BYTES + longest:
