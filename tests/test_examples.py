@@ -47,17 +47,21 @@ def test_train_mlp_report_files(mlp_run):
     assert meta["environment"]["torch"].startswith("2.")
     # the script ran once: the memory sampler beside the timers, three windows of 6 steps
     # (fewer, at least 4, where a loaded machine made steps long) inside that process, 2
-    # clean steps between, and py-spy (whose window lasts a second) in a pass of its own
+    # clean steps between, and py-spy (whose window lasts a second) in a pass of its own,
+    # or after them where a loaded machine made the steps left last that second
     assert [p["backends"] for p in meta["passes"]] == [
         ["wallclock", "memory"], ["cprofile"], ["torch-profiler"], ["flop-counter"],
         ["py-spy"]]
-    hosted = meta["passes"][1:4]
-    assert [p.get("host") for p in meta["passes"]] == [None, 1, 1, 1, None]
+    hosted, spy = meta["passes"][1:4], meta["passes"][4]
+    assert [p.get("host") for p in meta["passes"][:4]] == [None, 1, 1, 1]
     assert all(4 <= p["steps"] == p["window"] <= 6 for p in hosted)
     assert [p["window_from"] for p in hosted] == [
         6, 6 + hosted[0]["steps"] + 2, 6 + hosted[0]["steps"] + hosted[1]["steps"] + 4]
     assert meta["passes"][0]["overhead_verdict"] == "reference"
-    assert (meta["passes"][4]["steps"], meta["passes"][4]["window"]) == (25, 25)
+    if spy.get("host") is None:
+        assert (spy["steps"], spy["window"]) == (25, 25)
+    else:
+        assert spy["host"] == 1 and spy["window_from"] > hosted[2]["window_from"]
     for profiled in meta["passes"][1:]:  # per-step overheads, each with its interval
         assert profiled["overhead_low"] <= profiled["overhead"] <= profiled["overhead_high"]
         assert "per-step times" in profiled["overhead_basis"]
