@@ -52,20 +52,26 @@ def range_name(names: pd.Series) -> pd.Series:
 def _parent_paths(ranges: pd.DataFrame) -> pd.Series:
     """The path of the ranges around each range ("outer/inner"), built level by level from
     ParentId; a parent missing from the file starts a path afresh, a RangeId met again
-    (files joined, or made by hand) names its first range (`_repeated_ids` says so)."""
+    (files joined, or made by hand) names its first range (`_repeated_ids` says so). Paths
+    are made while their characters stay within nesting.path_budget: a range past it (and
+    every range inside it) gets None, and no string (2,000 paths of 62 KB were 124 MB)."""
     parent = pd.Series("", index=ranges.index, dtype=object)
-    path_of_id = pd.Series(dtype=object)  # RangeId -> the range's own path
-    levels = ranges["level"].dropna().unique()
+    path_of_id: dict[Any, str | None] = {}  # RangeId -> the range's own path
+    ids, parent_ids = ranges["id"].to_numpy(object), ranges["parent_id"].to_numpy(object)
+    names, level_of = ranges["name"].to_numpy(object), ranges["level"].to_numpy(float)
+    budget, used = nesting.path_budget(len(ranges)), 0
+    levels = np.unique(level_of[~np.isnan(level_of)])
     # the deeper are left out; a level that is no whole number from 0 is nsys's nowhere
     # (one pass a level: 20,000 negative levels took minutes)
-    levels = levels[(levels >= 0) & (levels < MAX_DEPTH) & (levels == np.floor(levels))]
-    for level in np.sort(levels):
-        at = ranges.index[ranges["level"] == level]
-        parent[at] = ranges.loc[at, "parent_id"].map(path_of_id).astype(object).fillna("")
-        own = parent[at].where(parent[at] == "", parent[at] + "/") + ranges.loc[at, "name"]
-        path_of_id = pd.concat([path_of_id, pd.Series(own.to_numpy(),
-                                                      index=ranges.loc[at, "id"].to_numpy())])
-        path_of_id = path_of_id[~path_of_id.index.duplicated()]
+    for level in levels[(levels >= 0) & (levels < MAX_DEPTH) & (levels == np.floor(levels))]:
+        for position in np.flatnonzero(level_of == level):
+            above = path_of_id.get(parent_ids[position], "")
+            if above is not None:
+                used += len(above) + len(names[position])
+                above = above if used <= budget else None
+            parent.iat[position] = above
+            path_of_id.setdefault(ids[position], None if above is None else
+                                  f"{above}/{names[position]}" if above else names[position])
     return parent
 
 
@@ -97,7 +103,10 @@ def _pushpop(table: Table, kept: np.ndarray, doubts: list[str]) -> list[list[Any
                            "id": table.text("rangeid"), "parent_id": table.text("parentid")})
     ranges["parent"] = _parent_paths(ranges)
     shown = ranges.loc[kept, ["name", "parent", "wall"]]
-    bounded = nesting.bounded_paths(shown["name"].tolist(), shown["parent"].tolist())
+    made = shown["parent"].notna().to_numpy()  # (None: past the paths' budget)
+    bounded = made.copy()
+    bounded[made] = nesting.bounded_paths(shown["name"][made].tolist(),
+                                          shown["parent"][made].tolist())
     doubts += nesting.paths_said(table.path, int((~bounded).sum()), "NVTX range")
     return (_span(table.seconds("start")[kept], table.seconds("end")[kept])
             + region_rows(shown[bounded]))

@@ -82,13 +82,15 @@ def _ranges(export: NsysExport) -> pd.DataFrame:
     return ranges
 
 
-def _parents(ranges: pd.DataFrame) -> list[str]:
+def _parents(ranges: pd.DataFrame) -> list[str | None]:
     """The path of the range around each range on its thread ("train_step/forward"), as
-    pa.region names its parents: push/pop ranges nest per thread."""
-    parents = [""] * len(ranges)
+    pa.region names its parents: push/pop ranges nest per thread. Paths are made while
+    their characters stay within nesting.path_budget; past it a range gets None."""
+    parents: list[str | None] = [""] * len(ranges)
     order = np.lexsort((-ranges["end"].to_numpy(), ranges["start"].to_numpy(),
                         ranges["globalTid"].fillna(0).to_numpy()))
-    stack: list[tuple[Any, int, str]] = []  # (thread, end, path)
+    stack: list[tuple[Any, int, str | None]] = []  # (thread, end, path)
+    budget, used = nesting.path_budget(len(ranges)), 0
     for position in order:
         thread, start, end, name = (ranges["globalTid"].iat[position],
                                     ranges["start"].iat[position], ranges["end"].iat[position],
@@ -96,8 +98,11 @@ def _parents(ranges: pd.DataFrame) -> list[str]:
         while stack and (stack[-1][0] != thread or stack[-1][1] <= start):
             stack.pop()
         parent = stack[-1][2] if stack else ""
+        if parent is not None:  # past the paths' budget: None, no string made
+            used += len(parent) + len(name)
+            parent = parent if used <= budget else None
         parents[position] = parent
-        stack.append((thread, end, region_path(parent, name)))
+        stack.append((thread, end, None if parent is None else region_path(parent, name)))
     return parents
 
 
@@ -230,7 +235,9 @@ def read_export(path: str | Path) -> tuple[list[list[Any]], dict[str, Any]]:
         ranges = ranges[~deep].reset_index(drop=True)
         doubts += nesting.said(path, int(deep.sum()), "NVTX range")
         ranges["parent"] = _parents(ranges)
-        bounded = nesting.bounded_paths(ranges["name"].tolist(), ranges["parent"].tolist())
+        bounded = ranges["parent"].notna().to_numpy().copy()
+        bounded[bounded] = nesting.bounded_paths(ranges["name"][bounded].tolist(),
+                                                 ranges["parent"][bounded].tolist())
         ranges = ranges[bounded].reset_index(drop=True)
         doubts += nesting.paths_said(path, int((~bounded).sum()), "NVTX range")
     facts.update({"doubts": doubts} if doubts else {})  # (detect moves them to the file)
