@@ -408,3 +408,25 @@ def test_an_nsys_csv_header_of_too_many_or_repeated_columns(tmp_path, extra, sai
     path.write_text("\n".join([GPU_TRACE + extra, *GPU_ROWS]) + "\n")
     out = tmp_path / "out"
     _refused(profile_all("ingest", path, "-o", out), out, said)
+
+
+def test_input_dims_of_the_wrong_types_give_no_flops_and_no_cost(tmp_path):
+    """`Input Dims` of [[1000, 1000], "x"]: Python repeated the text a million times (a 471-
+    byte trace ran past 120 s at 5000 x 4000); shapes of text, floats or objects give no
+    FLOPs, in well under the time bound."""
+    from profile_all.readers.matmul_flops import matmul_flops
+
+    assert matmul_flops("aten::mm", [[2, 3], [3, 4]]) == 48
+    for dims in ([[5000, 4000], "x"], [["abc", 1000, 1000], [1, 1, 1000]],
+                 [[1e5, 1e5], [[0]]], {"a": 1}, [[True, 2], [2, 3]]):
+        assert matmul_flops("aten::mm", dims) == 0
+    trace = tmp_path / "dims.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 5, "args": {"Input Dims": [[5000, 4000], "x"]}}, *GOOD]}))
+    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(trace), "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = sum(f.stat().st_size for f in (tmp_path / "run").rglob("*") if f.is_file())
+    assert written < 8 * 2**20  # (report.html inlines its charting library: 4.5 MB)
