@@ -199,14 +199,21 @@ def test_every_output_has_the_analyses(two_ranks, tmp_path):
     assert "Device time per rank" in page and "Step time breakdown" in page  # the charts
 
 
-def _against_hta():
-    pytest.importorskip("hta", reason="HTA (HolisticTraceAnalysis) is not installed: "
-                        "pip install --no-deps HolisticTraceAnalysis pydot pyyaml networkx")
-    spec = importlib.util.spec_from_file_location(
-        "against_hta", REPO / "scripts" / "checks" / "against_hta.py")
+def _check_script(name: str, needs: str, reason: str):
+    """scripts/checks/`name`.py as a module, skipping the test where `needs` (the other
+    tool it runs) is not installed."""
+    pytest.importorskip(needs, reason=reason)
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "checks" /
+                                                  f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _against_hta():
+    return _check_script("against_hta", "hta", "HTA (HolisticTraceAnalysis) is not "
+                         "installed: pip install --no-deps HolisticTraceAnalysis pydot pyyaml "
+                         "networkx")
 
 
 @pytest.mark.parametrize("files", [["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"],
@@ -221,13 +228,9 @@ def test_within_one_percent_of_hta(fixtures, files, tmp_path, capsys):
 
 
 def _against_tb_plugin():
-    pytest.importorskip("torch_tb_profiler", reason="TensorBoard's profiler plugin is not "
-                        "installed: pip install torch-tb-profiler==0.4.3 (make tb-plugin)")
-    spec = importlib.util.spec_from_file_location(
-        "against_tb_plugin", REPO / "scripts" / "checks" / "against_tb_plugin.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _check_script("against_tb_plugin", "torch_tb_profiler", "TensorBoard's profiler "
+                         "plugin is not installed: pip install torch-tb-profiler==0.4.3 (make "
+                         "tb-plugin)")
 
 
 @pytest.mark.parametrize("name", [
