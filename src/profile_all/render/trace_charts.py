@@ -51,6 +51,18 @@ def step_time(report: Report) -> Figure | None:
                     "step time breakdown)", "ms")
 
 
+_SINCE_TRACE = "s since the trace's first host event"
+
+
+def _over_time(title: str, x_title: str, y_axis: dict[str, Any], height: int = 360
+               ) -> dict[str, Any]:
+    """The layout of a chart over time: its title, seconds across, `y_axis` up."""
+    return {"title": {"text": title, "x": 0, "xanchor": "left"},
+            "xaxis": {"title": {"text": x_title}, "automargin": True},
+            "yaxis": {**y_axis, "automargin": True}, "height": height,
+            "margin": {"l": 10, "r": 10, "t": 40}, "legend": {"orientation": "h"}}
+
+
 def held_memory(report: Report) -> list[tuple[str, Figure]]:
     """Per device (and rank), each category's bytes over the pass, stacked."""
     timeline = report.timeline
@@ -67,12 +79,9 @@ def held_memory(report: Report) -> list[tuple[str, Figure]]:
                 for name, points in one.groupby("name", sort=False)]
         title = f"Memory by what holds it, {device}" + (
             f" rank {rank}" if series["rank"].nunique() > 1 else "")
-        figures.append((title, {"data": data, "layout": {
-            "title": {"text": title, "x": 0, "xanchor": "left"},
-            "xaxis": {"title": {"text": "s since the pass started"}, "automargin": True},
-            "yaxis": {"title": {"text": "MiB"}, "automargin": True, "rangemode": "tozero"},
-            "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
-            "legend": {"orientation": "h"}}}))
+        figures.append((title, {"data": data, "layout": _over_time(
+            title, "s since the pass started", {"title": {"text": "MiB"},
+                                                 "rangemode": "tozero"})}))
     return figures
 
 
@@ -99,13 +108,9 @@ def device_memory(report: Report) -> list[tuple[str, Figure]]:
                                                                strict=True))]
         title = f"Memory allocated and reserved, {device}" + (
             f" rank {rank}" if series["rank"].nunique() > 1 else "")
-        figures.append((title, {"data": data, "layout": {
-            "title": {"text": title, "x": 0, "xanchor": "left"}, "shapes": shapes,
-            "xaxis": {"title": {"text": "s since the trace's first host event"},
-                      "automargin": True},
-            "yaxis": {"title": {"text": "MiB"}, "automargin": True, "rangemode": "tozero"},
-            "height": 360, "margin": {"l": 10, "r": 10, "t": 40},
-            "legend": {"orientation": "h"}}}))
+        figures.append((title, {"data": data, "layout": {**_over_time(
+            title, _SINCE_TRACE, {"title": {"text": "MiB"}, "rangemode": "tozero"}),
+            "shapes": shapes}}))
     return figures
 
 
@@ -126,11 +131,6 @@ def gpu_over_time(report: Report) -> list[tuple[str, Figure]]:
                 for name, points in one.groupby("name", sort=False)]
         title = f"GPU utilization over time, {device}" + (
             f" rank {rank}" if series["rank"].nunique() > 1 else "")
-        figures.append((title, {"data": data, "layout": {
-            "title": {"text": title, "x": 0, "xanchor": "left"},
-            "xaxis": {"title": {"text": "s since the trace's first host event"},
-                      "automargin": True},
-            "yaxis": {"title": {"text": "%"}, "automargin": True, "range": [0, 105]},
-            "height": 320, "margin": {"l": 10, "r": 10, "t": 40},
-            "legend": {"orientation": "h"}}}))
+        figures.append((title, {"data": data, "layout": _over_time(
+            title, _SINCE_TRACE, {"title": {"text": "%"}, "range": [0, 105]}, height=320)}))
     return figures
