@@ -182,8 +182,9 @@ def test_lines_asked_for_by_name_are_shown_whatever_the_top(tmp_path):
     run = tmp_path / "run"
     done = profile_all("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
                        "--py-spy-rate", "200", "--py-spy-lines", "two_costs:tiny",
-                       "-o", run, "--", "30", env={"OMP_NUM_THREADS": "1"})
+                       "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
+    # 100 turns: about 20 samples of `tiny` (30 turns gave 6 here quiet, and none once in CI)
     lines = pa.load(run).lines()
     named = lines[lines["named"] == 1]
     assert not named.empty and named["function"].str.endswith("(tiny)").all()
