@@ -208,6 +208,20 @@ def test_backward_region_holds_the_kernels_of_autograds_thread(fixtures):
         _value(rows, "run", "trace", "gpu_time"), rel=0.01)
 
 
+def test_device_side_ranges_have_their_time_on_the_device(fixtures):
+    """gpu_user_annotation ranges (HTA's user-annotation breakdown): each range's time on
+    the device, summed and spread over its calls, from the events by hand."""
+    path = fixtures / "traces" / "a100_nccl_rank0.json.gz"
+    spans = [e["dur"] * 1e-6 for e in _events(path) if e.get("cat") == "gpu_user_annotation"
+             and e["name"] == "nccl:all_reduce"]
+    rows = _rows(chrome_trace.load(path))
+    assert len(spans) == 15
+    for stat, expected in (("total", sum(spans)), ("min", min(spans)), ("max", max(spans)),
+                           ("mean", sum(spans) / 15)):
+        assert _value(rows, "region", "nccl:all_reduce", "gpu_span", stat) == pytest.approx(
+            expected, rel=1e-9), stat
+
+
 @pytest.mark.parametrize("name, rank, events, kernels, steps", [
     ("sampled_rank-0", 0, 4_855, 1_154, 2),
     ("sampled_rank-1", 1, 4_720, 1_104, 2),

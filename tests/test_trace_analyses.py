@@ -380,3 +380,29 @@ def test_steps_follow_their_numbers():
              "wall_time", "total", 1e-3 * number, "s"] for number in (10, 1, 9, 2)]
     report = Report.from_rows(rows, RunRecord(status="complete"))
     assert report.step_time()["step"].tolist() == [f"ProfilerStep#{n}" for n in (1, 2, 9, 10)]
+
+
+def test_a_step_on_another_thread_than_its_launches_has_its_device_time(tmp_path):
+    """torch.compile's traces: ProfilerStep on the program's thread, the kernels launched
+    from another thread of the process (launches at 10 and 30 µs of a step of 0-100 µs,
+    kernels 20 and 15 µs): the step holds both, in its GPU total and its breakdown."""
+    def x(cat, name, tid, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if tid == 7 else 1,
+                "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = [x("user_annotation", "ProfilerStep#3", 1, 0, 100),
+              x("cpu_op", "CompiledFunction", 2, 5, 40),
+              x("cuda_runtime", "cuLaunchKernel", 2, 10, 4, correlation=1),
+              x("cuda_runtime", "cuLaunchKernel", 2, 30, 4, correlation=2),
+              x("kernel", "triton_poi_fused_add_0", 7, 20, 20, correlation=1, stream=7,
+                device=0),
+              x("kernel", "triton_red_fused_sum_1", 7, 50, 15, correlation=2, stream=7,
+                device=0)]
+    (tmp_path / "compiled.json").write_text(json.dumps({"traceEvents": events}))
+    report = pa.ingest([tmp_path / "compiled.json"], out=tmp_path / "run")
+    step = report.step_time().iloc[0]
+    assert (step["step"], round(step["kernel"] / US, 6), round(step["step_time"] / US, 6)) \
+        == ("ProfilerStep#3", 35, 100)
+    rows = report.frame
+    gpu = rows[(rows["scope"] == "step") & (rows["metric"] == "gpu_time")
+               & (rows["stat"] == "total")]
+    assert gpu["value"].sum() / US == pytest.approx(35)

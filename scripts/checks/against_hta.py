@@ -10,7 +10,9 @@ the same folder. Compared per rank, where both define the measure the same way:
 - communication-computation overlap (`get_comm_comp_overlap`);
 - the kernel-type breakdown (`get_gpu_kernel_breakdown`: time by types busy together);
 - idle time per stream by cause (`get_idle_time_breakdown`, every stream);
-- kernel launches (`get_cuda_kernel_launch_stats`: count, mean launch delay).
+- kernel launches (`get_cuda_kernel_launch_stats`: count, mean launch delay);
+- device-side annotation ranges (`get_gpu_user_annotation_breakdown`: each range's time
+  on the device, total, mean, min, max and standard deviation over its calls; profile-all's `gpu_span`).
 
 On a trace of nanosecond times HTA rounds each event to whole microseconds by default
 (on the A100 fixture that moves computation time 2.3% and the memory kernels' 45%);
@@ -89,6 +91,31 @@ def _kernel_types(analysis, report) -> list[bool]:
     return results
 
 
+def _annotations(analysis, report) -> list[bool]:
+    """Each gpu_user_annotation range's time on the device, as HTA sums it (every range
+    kept: no "other" group)."""
+    theirs = analysis.get_gpu_user_annotation_breakdown(visualize=False, duration_ratio=1.0,
+                                                        num_kernels=10**6)
+    if theirs is None:
+        return []
+    rows = report.frame
+    spans = rows[(rows["scope"] == "region") & (rows["metric"] == "gpu_span")]
+    results = []
+    for _, range_ in theirs.iterrows():
+        if range_["name"].startswith("ProfilerStep#"):  # the steps: step_time()'s
+            continue
+        mine = spans[(spans["rank"] == int(range_["rank"])) & (spans["name"] == range_["name"])]
+        mine = mine.set_index("stat")["value"]
+        results += [_check(f"rank {int(range_['rank'])} {range_['name'][:30]} {stat} (s)",
+                           mine.get(ours, float("nan")), range_[f"{stat} (us)"] * US)
+                    for stat, ours in (("sum", "total"), ("mean", "mean"), ("min", "min"),
+                                       ("max", "max"))]
+        results.append(_check(f"rank {int(range_['rank'])} {range_['name'][:30]} std (s)",
+                              mine.get("std", float("nan")), range_["stddev"] * US,
+                              range_["mean (us)"] * US))
+    return results
+
+
 def compare(folder: str) -> bool:
     with tempfile.TemporaryDirectory() as out:
         report = pa.ingest([folder], out=Path(out) / "run")
@@ -116,7 +143,7 @@ def compare(folder: str) -> bool:
         results.append(_check(f"rank {rank} communication overlapped (%)",
                               100 * overlap.loc[rank, "overlap_share"],
                               theirs["comp_comm_overlap_pctg"], 100))
-    results += _kernel_types(analysis, report)
+    results += _kernel_types(analysis, report) + _annotations(analysis, report)
     streams = report.idle_streams()
     for rank in sorted(streams["rank"].unique()):
         theirs, _ = analysis.get_idle_time_breakdown(ranks=[int(rank)], visualize=False)

@@ -215,7 +215,8 @@ def _launched_rows(scope: str, name: str, parent: str, launched: np.ndarray,
 
 def _span_rows(trace: ChromeTrace, parents: dict[str, set[str]]) -> list[list[Any]]:
     """`gpu_span` of each region: what Kineto's gpu_user_annotation spans on the device,
-    from its first kernel's start to its last one's end (idle gaps included). Its rows
+    from its first kernel's start to its last one's end (idle gaps included), total and
+    statistics over its calls (HTA's user-annotation breakdown on the device). Its rows
     carry the region's parent path when the region has only one."""
     spans: dict[str, list[float]] = {}
     for name, dur in trace.columns.gpu_annotations:
@@ -225,9 +226,8 @@ def _span_rows(trace: ChromeTrace, parents: dict[str, set[str]]) -> list[list[An
     for name, samples in spans.items():
         known = parents.get(name, {""})
         parent = next(iter(known)) if len(known) == 1 else ""
-        rows += [row("region", name, "gpu_span", sum(samples), parent=parent),
-                 row("region", name, "gpu_span", sum(samples) / len(samples), stat="mean",
-                     parent=parent)]
+        rows += [row("region", name, "gpu_span", value, stat=stat, parent=parent)
+                 for stat, value in summarize(samples).items()]
     return rows
 
 

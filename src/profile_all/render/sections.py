@@ -115,7 +115,9 @@ SECTIONS = (
             note="Calls and total count every call; mean, median, p90 and std leave out "
                  "step 1 (it holds the set-up), the steps that held a compilation and the "
                  "steps and region calls inside other passes' windows (`excluded_calls` "
-                 "in the rows)."),
+                 "in the rows). GPU: the device time launched inside; device span: a "
+                 "range's own time on the device (a trace's gpu_user_annotation), first "
+                 "activity to last, as HTA's user-annotation breakdown."),
     Section("compilation", "torch.compile: compilations, recompiles, graph breaks",
             tables.compilation_table,
             note="From torch's own records in the clean timing pass; the steps that held a "

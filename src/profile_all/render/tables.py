@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     from profile_all.report.report import Report
 
 #: the time metrics of the summary; the first backend's with its full spread
-_TIME_METRICS = ("wall_time", "gpu_time", "cpu_time")
+_TIME_METRICS = ("wall_time", "gpu_time", "gpu_span", "cpu_time")
 _SHOWN_STATS = {"wall_time": ("total", "mean", "median", "std", "p90"),
                 "gpu_time": ("total", "mean", "median", "std", "p90"),
-                "cpu_time": ("total",)}
+                "gpu_span": ("total", "mean"), "cpu_time": ("total",)}
 #: what a time column's header says before its statistic (`CPU total`, `mean`)
-_TIME_LABELS = {"wall_time": "", "gpu_time": "GPU ", "cpu_time": "CPU "}
+_TIME_LABELS = {"wall_time": "", "gpu_time": "GPU ", "gpu_span": "device span ",
+                "cpu_time": "CPU "}
 #: memory columns of the summary: (metric, stat, label)
 _MEMORY = (("peak_rss", "max", "peak RSS"), ("rss_increase", "max", "RSS increase"),
            ("gpu_mem_peak", "max", "GPU mem peak"))
