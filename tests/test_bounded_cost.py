@@ -118,3 +118,32 @@ def test_a_trace_of_100000_distinct_range_names_gives_20000_regions(tmp_path):
                               "first 20,000 regions")
     regions = report.frame.query("scope == 'region' and metric == 'calls'")
     assert len(regions) == 20_000
+
+
+def test_call_stacks_under_long_named_frames_are_bounded(tmp_path):
+    """A torch 2 with_stack trace of 2,000 operators, each in a Python call of its own inside
+    62 of 1,000-character names (a 0.4 MB trace): 124 MB of stacks unbounded; their text is
+    held to 1 MiB, the operators beyond it have none, and that is said."""
+    def frame(name, ts, dur):
+        return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1,
+                "ts": ts, "dur": dur}
+    events = [frame(f"train.py({depth}): " + "f" * 1000, 1000 + depth, 9000 - 2 * depth)
+              for depth in range(62)]
+    for i in range(2000):
+        events += [frame(f"model.py({i}): forward", 1100 + i * 3, 2),
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": 1100.5 + i * 3, "dur": 1, "args": {}}]
+    trace = tmp_path / "stacks.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "run"
+    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(trace), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    report = pa.load(out)
+    said = [d for d in report.meta.doubts if "have no call stack" in d]
+    assert len(said) == 1 and said[0].startswith(f"{trace}: ") and "operators" in said[0]
+    stacks = report.operators(by="stack")
+    assert 0 < len(stacks) < 2000 and stacks["call_stack"].str.len().sum() <= 2**20
+    assert stacks["call_stack"].str.startswith("model.py(").all()
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20

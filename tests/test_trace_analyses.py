@@ -359,6 +359,45 @@ def test_operators_by_call_stack_counted_by_hand(tmp_path):
     assert "Operators by call stack" in (tmp_path / "run" / "summary.md").read_text()
 
 
+def _stack_by_hand(events: list[dict], op: dict) -> str:
+    """The functions of source files around `op` on its thread, innermost first."""
+    around = [e for e in events if e.get("cat") == "python_function" and e["tid"] == op["tid"]
+              and "): " in e["name"] and e["ts"] <= op["ts"] <= e["ts"] + e["dur"]]
+    around.sort(key=lambda e: (e["ts"], -e["dur"]))
+    return ";".join(e["name"] for e in reversed(around))
+
+
+def test_operators_by_call_stack_of_a_torch_2_trace(tmp_path):
+    """torch 2 writes no `Call stack`: with_stack gives python_function events around the
+    operators. Each operator's stack, from the events by hand, and per stack its calls."""
+    import torch
+
+    def evaluate(model, batch):
+        with torch.no_grad():
+            return model(batch).argmax(1)
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    with torch.profiler.profile(with_stack=True) as profile:
+        for _ in range(3):
+            model(torch.randn(4, 16)).sum().backward()
+        evaluate(model, torch.randn(4, 16))
+    trace = tmp_path / "stacks.pt.trace.json"
+    profile.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    expected: dict[tuple[str, str], int] = {}
+    for op in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"):
+        key = (op["name"], _stack_by_hand(events, op))
+        expected[key] = expected.get(key, 0) + 1
+    table = pa.ingest([trace], tmp_path / "run").operators(by="stack")
+    addmm = table[table["name"] == "aten::addmm"]
+    found = {(name, stack): calls for name, stack, calls
+             in addmm[["name", "call_stack", "calls"]].itertuples(index=False)}
+    assert found == expected
+    assert sum(expected.values()) == 4 and len(expected) == 2  # training, and evaluate's
+    assert any(stack.split(";")[0].endswith(": forward") and "evaluate;" in stack
+               for _name, stack in expected)
+
+
 def test_a_trace_with_no_device_has_the_step_breakdown_only(fixtures, tmp_path):
     trace = tmp_path / "gloo.json.gz"
     trace.write_bytes((fixtures / "traces" / "cpu_only_gloo_rank34.json.gz").read_bytes())

@@ -12,7 +12,8 @@ the same folder. Compared per rank, where both define the measure the same way:
 - idle time per stream by cause (`get_idle_time_breakdown`, every stream);
 - kernel launches (`get_cuda_kernel_launch_stats`: count, mean launch delay);
 - device-side annotation ranges (`get_gpu_user_annotation_breakdown`: each range's time
-  on the device, total, mean, min, max and standard deviation over its calls; profile-all's `gpu_span`).
+  on the device, total, mean, min, max and standard deviation over its calls; profile-all's
+  `gpu_span`).
 
 On a trace of nanosecond times HTA rounds each event to whole microseconds by default
 (on the A100 fixture that moves computation time 2.3% and the memory kernels' 45%);

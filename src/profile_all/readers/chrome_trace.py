@@ -4,19 +4,18 @@ Parsing a whole trace with orjson builds a Python dict per event, about ten time
 file's size. So the event array is cut into chunks of about CHUNK_BYTES at event
 boundaries, each chunk is parsed alone, and only the columns the analyses need are kept.
 
-An event boundary is `}` `,` `{"` with optional whitespace between: a raw `{"` cannot occur
-inside a JSON string (its quote would end the string), so a cut there is always between
-two objects. It may fall between two objects nested in an event's args: that chunk fails
-to parse and is joined with the next one. A trace without such boundaries is parsed whole.
+An event boundary is `}` `,` `{"` with optional whitespace between: a raw `{"` cannot occur inside
+a JSON string (its quote would end the string), so a cut there is always between two objects. It
+may fall between two objects nested in an event's args: that chunk fails to parse and is joined
+with the next one. A trace without such boundaries is parsed whole.
 
-Formats read: Kineto's pretty-printed JSON and minified JSON, `.json` or gzip (by content,
-not by name); a `{"traceEvents": [...]}` object or a bare JSON array of events; the 2021
-Kineto format of TensorBoard's samples (categories `Operator`, `Kernel`, `Runtime`, `Memcpy`,
-`Memset`, `external id` in lower case, `tid` strings such as `"stream 7"`,
-`ProfilerStep#N` as an `Operator`); string or integer pid/tid; the rank from
-`distributedInfo`. `ts` and `dur` are microseconds whatever `displayTimeUnit` says (the
-Trace Event Format makes that field a display hint only). The file's bytes, the event
-array's span, torch's unescaped quotes and times since 1970: trace_bytes.
+Formats read: Kineto's pretty-printed JSON and minified JSON, `.json` or gzip (by content, not by
+name); a `{"traceEvents": [...]}` object or a bare JSON array of events; the 2021 Kineto format of
+TensorBoard's samples (categories `Operator`, `Kernel`, `Runtime`, `Memcpy`, `Memset`, `external
+id` in lower case, `tid` strings such as `"stream 7"`, `ProfilerStep#N` as an `Operator`); string
+or integer pid/tid; the rank from `distributedInfo`. `ts` and `dur` are microseconds whatever
+`displayTimeUnit` says (the Trace Event Format makes that field a display hint only). The file's
+bytes, the event array's span, torch's unescaped quotes and times since 1970: trace_bytes.
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ class TraceColumns:
     memory: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur): `nn.Module: X` calls (with_stack or with_modules)
     modules: list[tuple] = field(default_factory=list)
+    frames: list[tuple] = field(default_factory=list)  # the same of `file.py(12): f` calls
     # (name, thread, ts, dur, correlation, external_id): CUDA/HIP runtime and driver calls
     runtime: list[tuple] = field(default_factory=list)
     # (name, thread, ts, dur): record_function ranges (regions) and ProfilerStep#N
@@ -113,10 +113,8 @@ class ChromeTrace:
             number = name[len(STEP_PREFIX):] if name.startswith(STEP_PREFIX) else ""
             return not (number.isdigit() and int(number) >= steps)
 
-        columns = self.columns
-        columns.annotations = [event for event in columns.annotations if kept(event[0])]
-        columns.gpu_annotations = [event for event in columns.gpu_annotations
-                                   if kept(event[0])]
+        self.columns.annotations = [e for e in self.columns.annotations if kept(e[0])]
+        self.columns.gpu_annotations = [e for e in self.columns.gpu_annotations if kept(e[0])]
 
 
 def _parse_array(data: bytes, start: int, stop: int, base: int | None) -> list[dict]:
@@ -182,6 +180,8 @@ class _Collector:
         elif kind == "python":
             if name.startswith(MODULE_PREFIX):
                 columns.modules.append((name[len(MODULE_PREFIX):], thread, ts, dur))
+            elif "): " in name:  # `file.py(12): function`: the operators' call stacks
+                columns.frames.append((name, thread, ts, dur))
         elif kind == "gpu_annotation":
             columns.gpu_annotations.append((name, dur))
         elif kind == "runtime":

@@ -30,6 +30,7 @@ from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.kernel_rows import device_rows
 from profile_all.readers.module_rows import module_rows
 from profile_all.readers.operator_memory import memory_curve, operator_memory_rows
+from profile_all.readers.python_stacks import call_stacks, stacks_said
 from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
 from profile_all.rows import UNATTRIBUTED, region_path, row
@@ -256,11 +257,15 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
     the GPU metrics, memory allocated and reserved, the steps, in seconds since the trace's
     first host event; `doubts` what was left out as the rows were made."""
     columns, scale = trace.columns, trace.seconds_per_unit
+    doubts = doubts if doubts is not None else []
     rows = [row("run", "trace", "events", columns.events, unit="count")]
     spans = [(event[2], event[2] + event[3]) for event in columns.annotations]
     device, runtime = linked(trace)
     if columns.ops:
         ops = operator_frame(trace, (device, runtime))
+        stacks, left_out = call_stacks(columns.frames, ops)  # (torch 2 with_stack)
+        ops["call_stack"] = ops["call_stack"].where(ops["call_stack"].notna(), stacks)
+        doubts += stacks_said(trace.path, left_out)
         spans.append((ops["ts"].min(), (ops["ts"] + ops["dur"]).max()))
         rows += _operator_rows(ops, has_device=not device.empty)
         rows += operator_memory_rows(ops, columns.memory)
@@ -285,5 +290,4 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
         timeline += _over_time(trace, device, min(s[0] for s in spans) if spans
                                else float(device["ts"].min()))
     rows += host_communication_rows(annotations, ops, scale)
-    return rows + _annotation_rows(trace, annotations, device, runtime,
-                                   doubts if doubts is not None else [])
+    return rows + _annotation_rows(trace, annotations, device, runtime, doubts)

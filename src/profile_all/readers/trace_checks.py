@@ -139,7 +139,7 @@ def drop_unnested(trace: ChromeTrace) -> list[str]:
 
 #: the fields that make two events of a kind one event written twice
 _SAME_EVENT = {"ops": (0, 1, 2, 3), "device": (0, 1, 2, 3, 4, 5), "runtime": (0, 1, 2, 3, 4),
-               "annotations": (0, 1, 2, 3)}
+               "annotations": (0, 1, 2, 3), "modules": (0, 1, 2, 3), "frames": (0, 1, 2, 3)}
 
 
 def drop_repeated(trace: ChromeTrace) -> list[str]:
@@ -166,9 +166,8 @@ def drop_repeated(trace: ChromeTrace) -> list[str]:
             "counted once"]
 
 
-#: categories left out on purpose: the profiler's own span (`Trace`), and Python calls of a
-#: trace recorded with_stack (only nn.Module calls are read: readers/module_rows.py)
-_UNREAD_ON_PURPOSE = {"Trace", "python_function"}
+#: categories left out on purpose: the profiler's own span (`Trace`)
+_UNREAD_ON_PURPOSE = {"Trace"}
 
 
 def unread_said(trace: ChromeTrace) -> list[str]:

@@ -185,8 +185,10 @@ SECTIONS = (
             long=True, scopes=("operator_shape",)),
     Section("operator-stacks", "Operators by call stack", trace_tables.operator_stacks_table,
             long=True, scopes=("operator_stack",),
-            note="As TensorBoard's operator view grouped by call stack: a trace whose "
-                 "operators carry a Call stack (recorded with_stack by torch of 2021)."),
+            note="As TensorBoard's operator view grouped by call stack, of a trace recorded "
+                 "with_stack: the Python functions around each operator, innermost first "
+                 "(torch of 2021 wrote them as a Call stack; torch 2 as the trace's "
+                 "python_function events)."),
     Section("kernels", "Kernels by device time", trace_tables.kernels_table, long=True,
             scopes=("kernel",), with_findings=True,
             note="As TensorBoard's kernel view: Tensor Cores told by the kernel's name, blocks "
