@@ -147,3 +147,30 @@ def test_call_stacks_under_long_named_frames_are_bounded(tmp_path):
     assert 0 < len(stacks) < 2000 and stacks["call_stack"].str.len().sum() <= 2**20
     assert stacks["call_stack"].str.startswith("model.py(").all()
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
+
+
+def test_the_operator_tree_under_long_named_operators_is_bounded(tmp_path):
+    """2,000 operators of distinct names inside 62 nested ones of 1,000-character names
+    (a 0.4 MB trace): 124 MB of tree paths unbounded; the tree holds 1 MiB of names and
+    paths, the nodes beyond are left out and said."""
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                "dur": dur, "args": {}}
+    events = [op(f"{depth:02d}" + "o" * 1000, 1000 + depth, 9000 - 2 * depth)
+              for depth in range(62)]
+    events += [op(f"aten::leaf{i}", 1100 + i * 3, 1) for i in range(2000)]
+    trace = tmp_path / "tree.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "run"
+    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(trace), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    report = pa.load(out)
+    said = [d for d in report.meta.doubts if "nodes of the operator tree left out" in d]
+    assert len(said) == 1 and said[0].startswith(f"{trace}: ")
+    tree = report.operator_tree()
+    # (the outer levels' own paths, 1,000 characters a level more each, fill it by level 45)
+    assert 0 < len(tree) < 62 and (tree["path"].str.len() + tree["name"].str.len()
+                                   ).sum() <= 2**20
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20

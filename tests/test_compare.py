@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 import profile_all as pa
 from conftest import TARGETS, profile_all
 from profile_all import units as fmt
+from test_html_report import _in_chromium
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +244,48 @@ def test_two_ingested_traces_compare_on_operators_and_kernels(tmp_path):
         pytest.approx([160e-6, 240e-6])
     assert rows.loc[("kernel", "gemm", "gpu_time"), "change"] == pytest.approx(0.5)
     assert "aten::mm" in done.stdout and "240 µs" in done.stdout
+
+
+def _linear_trace(path, addmm_us: int, relu: bool) -> None:
+    """Two calls of aten::linear (100 µs) holding aten::t (10 µs) and aten::addmm
+    (`addmm_us`, launching a 50 µs gemm), and where `relu` an aten::relu (5 µs)."""
+    def x(cat, name, ts, dur, tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if tid == 7 else 1,
+                "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = []
+    for call in range(2):
+        at = call * 1000
+        events += [x("cpu_op", "aten::linear", at, 100), x("cpu_op", "aten::t", at + 1, 10),
+                   x("cpu_op", "aten::addmm", at + 12, addmm_us),
+                   x("cuda_runtime", "cudaLaunchKernel", at + 14, 2, correlation=call + 1),
+                   x("kernel", "gemm", at + 20, 50, tid=7, correlation=call + 1, device=0)]
+        events += [x("cpu_op", "aten::relu", at + 94, 5)] if relu else []
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_operator_trees_side_by_side_as_tensorboard_s_diff_view(tmp_path):
+    """The trees of two traces joined node by node (figures from the events by hand), on
+    a page `compare --html` writes, which opens in a real browser onto its tree."""
+    for label, addmm_us, relu in (("a", 60, False), ("b", 80, True)):
+        _linear_trace(tmp_path / f"{label}.json", addmm_us, relu)
+        pa.ingest([tmp_path / f"{label}.json"], out=tmp_path / label)
+    tree = pa.load(tmp_path / "a").operator_tree_diff(pa.load(tmp_path / "b"))
+    assert tree[["path", "name", "depth"]].values.tolist() == [
+        ["", "aten::linear", 0], ["aten::linear", "aten::addmm", 1],
+        ["aten::linear", "aten::t", 1], ["aten::linear", "aten::relu", 1]]
+    nodes = tree.set_index("name")
+    assert nodes.loc["aten::linear", ["calls_a", "calls_b", "cpu_time_a", "gpu_time_b"]
+                     ].tolist() == pytest.approx([2, 2, 200e-6, 100e-6])
+    assert nodes.loc["aten::addmm", ["cpu_time_a", "cpu_time_b", "cpu_change"]].tolist() == \
+        pytest.approx([120e-6, 160e-6, 1 / 3])
+    assert pd.isna(nodes.loc["aten::relu", "calls_a"]) and nodes.loc["aten::relu",
+                                                                     "calls_b"] == 2
+    page = tmp_path / "diff.html"
+    done = profile_all("compare", tmp_path / "a", tmp_path / "b", "--html", page)
+    assert done.returncode == 0, done.stderr
+    assert f"the comparison's page: {page}" in done.stderr and "aten::addmm" in done.stdout
+    title = _in_chromium(page.read_text(), """
+var rows = document.querySelectorAll('.tree summary, .tree .leaf:not(.head)');
+var first = document.querySelector('.tree summary').textContent;
+document.title = rows.length + ' | ' + first;""", tmp_path)
+    assert title == "4 | aten::linear22200 µs200 µs+0.0%100 µs100 µs+0.0%", title

@@ -175,17 +175,24 @@ def ingest(files: Sequence[str | Path], out: str | Path | None = None, *,
         return ingest_files(paths, **checked, ahead=ahead)
 
 
-def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None) -> Any:
+def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = None,
+            html: str | Path | None = None) -> Any:
     """What changed from run A to run B: `Report.compare`'s table (a row per measure, its
     change b / a - 1 with a 95% interval and a verdict; `attrs["notes"]`: what makes the
     runs unlike). With `fail_above` (percent), `attrs["slower"]` holds the regions slower
-    beyond the run-to-run noise by more than that (both runs need `repeat` >= 2)."""
+    beyond the run-to-run noise by more than that (both runs need `repeat` >= 2). With
+    `html`, a page there holds the table and the two runs' operator trees side by side
+    (`Report.operator_tree_diff`)."""
     from profile_all.report.compare import slower_than, target_of
     from profile_all.runs.folder import load
+    from profile_all.runs.store import write_compare_html
 
     fail_above = validate.percent("fail_above", fail_above)
+    page = validate.path("html", html, optional=True)
     a, b = load(validate.path("run_a", run_a)), load(validate.path("run_b", run_b))
     table = a.compare(b)
+    if page is not None:
+        write_compare_html(page, table, a.operator_tree_diff(b), str(run_a), str(run_b))
     if fail_above is not None:
         if target_of(a) != target_of(b):
             raise UsageError(f"--fail-above gates a change of one program, and these runs "

@@ -130,15 +130,20 @@ def compare(
         "--format", "-f", metavar="table|md|csv|json")] = Format.table,
     top: Annotated[int, typer.Option(min=1, metavar="N", help="rows of the table shown (csv "
                                      "and json hold every one)")] = 100,
+    html: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="also write a page with the table and the two runs' operator "
+        "trees side by side (TensorBoard's diff view)")] = None,
 ) -> None:
     """Compare two runs: each region's change in time, with its 95% interval and verdict."""
     import profile_all as pa
     from profile_all.render.output_formats import render_compare
 
-    table = pa.compare(run_a, run_b, fail_above=fail_above)
+    table = pa.compare(run_a, run_b, fail_above=fail_above, html=html)
     for note in table.attrs.get("notes", []):  # first: what makes the runs unlike
         print(f"profile-all: note: {visible(note)}", file=sys.stderr)
     render_compare(table, format.value, sys.stdout, [f"A: {run_a}", f"B: {run_b}"], top)
+    if html is not None:
+        print(f"profile-all: the comparison's page: {visible(str(html))}", file=sys.stderr)
     slower = table.attrs.get("slower")
     if slower is not None and not slower.empty:
         names = ", ".join(f"{name} ({change:+.1%})" for name, change

@@ -30,6 +30,7 @@ from profile_all.readers.host_communication import host_communication_rows
 from profile_all.readers.kernel_rows import device_rows
 from profile_all.readers.module_rows import module_rows
 from profile_all.readers.operator_memory import memory_curve, operator_memory_rows
+from profile_all.readers.operator_tree import operator_tree_rows
 from profile_all.readers.python_stacks import call_stacks, stacks_said
 from profile_all.readers.step_time import launched_in_steps, overview_span, step_rows
 from profile_all.readers.trace_links import columns_frame, linked, operator_frame
@@ -266,6 +267,9 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
         stacks, left_out = call_stacks(columns.frames, ops)  # (torch 2 with_stack)
         ops["call_stack"] = ops["call_stack"].where(ops["call_stack"].notna(), stacks)
         doubts += stacks_said(trace.path, left_out)
+        tree, said = operator_tree_rows(ops, trace.path)
+        rows += tree
+        doubts += said  # (the caller's list)
         spans.append((ops["ts"].min(), (ops["ts"] + ops["dur"]).max()))
         rows += _operator_rows(ops, has_device=not device.empty)
         rows += operator_memory_rows(ops, columns.memory)

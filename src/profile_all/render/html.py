@@ -1,7 +1,7 @@
 """report.html: the whole report as one self-contained page that works offline.
 
 Every string that came from the user or the target (script, arguments, regions, functions,
-operators, errors) is escaped through `_text`, table cells too (written here: pandas'
+operators, errors) is escaped through `text`, table cells too (written here: pandas'
 `to_html` took a third of a report's write). The charts are Plotly figures (charts.py)
 drawn in the browser by plotly.js, inlined once (no CDN): their data is JSON in a `<script
 type="application/json">` with every `<` written as a JSON escape, so no name can end the
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: rows of a long table in a notebook cell (the page itself has every row)
 TOP = 25
 
-_CSS = """
+CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1100px;
        padding: 1em 1.5em; color: #1f2328; }
 h1 { font-size: 1.4em; overflow-wrap: anywhere; }
@@ -51,13 +51,13 @@ nav a { margin-right: 1em; }
 """
 
 
-def _text(value: object) -> str:
+def text(value: object) -> str:
     return html.escape(visible(str(value)), quote=True)
 
 
 #: sorts a table by a header's column (a click; again: the other way) and filters its rows
 #: by the text typed above it; figures sort by value (`1.2 ms` < `3 s`, `2 KiB` < `1 MiB`)
-_TABLE_JS = """
+TABLE_JS = """
 (function () {
   var scale = {ns: 1e-9, 'µs': 1e-6, ms: 1e-3, s: 1, B: 1, KiB: 1024, MiB: 1048576,
                GiB: 1073741824, '%': 0.01, x: 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15};
@@ -102,21 +102,21 @@ _TABLE_JS = """
 """
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     return "" if value is None or (isinstance(value, float) and value != value) \
-        else _text(value)
+        else text(value)
 
 
-def _table(frame: pd.DataFrame, total: int | None = None) -> str:
+def table_html(frame: pd.DataFrame, total: int | None = None) -> str:
     """Every row, sortable by any column and filtered by the box above it."""
     if frame.empty:
         return ""
     note = ""
     if total is not None and total > len(frame):
         note = f"<p>Top {len(frame)} of {total} rows.</p>"
-    head = "".join(f"<th>{_text(str(column).replace(chr(10), ' '))}</th>"
+    head = "".join(f"<th>{text(str(column).replace(chr(10), ' '))}</th>"
                    for column in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(value)}</td>" for value in row) + "</tr>\n"
+    body = "".join("<tr>" + "".join(f"<td>{cell(value)}</td>" for value in row) + "</tr>\n"
                    for row in frame.itertuples(index=False, name=None))
     return (f'<input class="filter" type="search" placeholder="filter these {len(frame):,} '
             f'rows" aria-label="filter rows"><div class="scroll"><table class="sortable">'
@@ -140,7 +140,7 @@ def _charts(report: Report, script: str | None) -> str:
     if script is None:
         return ("<p>The charts need plotly.js, which comes with the plotly package "
                 "(pip install plotly); the tables below hold the same numbers.</p>")
-    divs = "".join(f'<div class="chart" id="chart-{index}" title="{_text(title)}"></div>'
+    divs = "".join(f'<div class="chart" id="chart-{index}" title="{text(title)}"></div>'
                    for index, (title, _figure) in enumerate(figures))
     data = orjson.dumps([visible_all(figure) for _title, figure in figures],
                         option=orjson.OPT_SERIALIZE_NUMPY).decode()
@@ -155,8 +155,8 @@ def _charts(report: Report, script: str | None) -> str:
             "</script>")
 
 
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{_text(title)}</h2>{body}</section>' if body else ""
+def section_html(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{text(title)}</h2>{body}</section>' if body else ""
 
 
 def body(report: Report, with_charts: bool = False,
@@ -168,36 +168,36 @@ def body(report: Report, with_charts: bool = False,
     status = meta.status or "?"
     css_class = "status-ok" if status == "complete" else "status-bad"
     steps = steps_line(report)
-    parts = [f"<h1>profile-all: <code>{_text(meta.target.get('command', ''))}</code></h1>",
-             f'<p>Status: <b class="{css_class}">{_text(status)}</b>, exit code '
-             f"{_text(meta.exit_code)}"
-             f"{_text('; ' + steps) if steps else ''}. "
+    parts = [f"<h1>profile-all: <code>{text(meta.target.get('command', ''))}</code></h1>",
+             f'<p>Status: <b class="{css_class}">{text(status)}</b>, exit code '
+             f"{text(meta.exit_code)}"
+             f"{text('; ' + steps) if steps else ''}. "
              "Run directory: "
-             f"<code>{_text(report.run_dir or '(not saved)')}</code></p>"]
+             f"<code>{text(report.run_dir or '(not saved)')}</code></p>"]
     found = problems(report)
     if found:
-        items = "".join(f"<li>{_text(line)}</li>" for line in found)
-        parts.append(_section("problems", "Problems", f'<ul class="problems">{items}</ul>'))
+        items = "".join(f"<li>{text(line)}</li>" for line in found)
+        parts.append(section_html("problems", "Problems", f'<ul class="problems">{items}</ul>'))
     rendered = []
     for section, table, left_out in shown if shown is not None else sections.shown(report,
                                                                                    top):
-        note = f"<p>{_text(section.note)}</p>" if section.note else ""
-        rendered.append(_section(section.anchor, section.title,
-                                 note + _table(table, len(table) + left_out)))
+        note = f"<p>{text(section.note)}</p>" if section.note else ""
+        rendered.append(section_html(section.anchor, section.title,
+                                 note + table_html(table, len(table) + left_out)))
     if rendered and 'id="findings"' in rendered[0]:  # the answer first, before the charts
         parts.insert(2, rendered.pop(0))
     if with_charts:
-        parts.append(_section("plots", "Charts", _charts(report, plotly_js())))
+        parts.append(section_html("plots", "Charts", _charts(report, plotly_js())))
     parts += rendered
-    parts.append(f"<script>{_TABLE_JS}</script>")
+    parts.append(f"<script>{TABLE_JS}</script>")
     return "\n".join(part for part in parts if part)
 
 
 def render(report: Report, shown: list[sections.Shown] | None = None) -> str:
     target = report.meta.target
     attached = f"attach {target.get('pid')}: " if target.get("kind") == "process" else ""
-    title = _text(f"profile-all {attached}{target.get('command', '')}")
+    title = text(f"profile-all {attached}{target.get('command', '')}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{_CSS}</style></head>\n"
+            f"<title>{title}</title><style>{CSS}</style></head>\n"
             f"<body>\n{body(report, with_charts=True, shown=shown)}\n</body></html>\n")

@@ -7,7 +7,13 @@ from typing import Any
 
 import pandas as pd
 
-from profile_all.report import held_memory, kernel_view, operator_view, trace_analyses
+from profile_all.report import (
+    held_memory,
+    kernel_view,
+    operator_tree,
+    operator_view,
+    trace_analyses,
+)
 from profile_all.report.compare import compare
 from profile_all.report.findings import findings
 from profile_all.report.run_data import RunData, timeline_frame
@@ -39,6 +45,12 @@ class Report(RunData):
         """What changed from this run to `other`: see report.compare.compare."""
         return compare(self, other, **options)
 
+    def operator_tree_diff(self, other: RunData) -> pd.DataFrame:
+        """This run's operator tree and `other`'s side by side, as TensorBoard's diff view:
+        per operator under the path of those around it, calls, host and device time of
+        each run (`_a` this one, `_b` the other) and the change of the times."""
+        return operator_tree.side_by_side(self, other)
+
     # HTA's and TensorBoard's analyses, per rank: report/trace_analyses.py says each
     def device_time(self, per_step: bool = False) -> pd.DataFrame:
         """Per rank (and step), the device's time by type and idle, as HTA's temporal
@@ -67,6 +79,12 @@ class Report(RunData):
         memory: self_increase, self_allocated, self_allocations, increase, allocated,
         allocations (bytes and counts, with the operators inside), calls."""
         return trace_analyses.of(self, "operator_memory")
+
+    def operator_tree(self) -> pd.DataFrame:
+        """The operators of a trace in their tree, over all their calls: each under the
+        `path` of those around it, its calls, host time and device time (with what the
+        operators inside it launched), depth first, the longest first."""
+        return operator_tree.tree(self)
 
     def module_view(self) -> pd.DataFrame:
         """Per rank, the modules of a trace recorded with modules (`with_stack`), in their

@@ -118,6 +118,17 @@ def write_html(report: Report) -> Path:
     return path
 
 
+def write_compare_html(path: Path, table: pd.DataFrame, tree: pd.DataFrame, run_a: str,
+                       run_b: str) -> None:
+    """The comparison's page (render/compare_html.py) at `path`, whole or not at all."""
+    from profile_all.render import compare_html
+
+    try:
+        write_atomic(path, compare_html.render(table, tree, run_a, run_b))
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+
+
 #: the largest meta.json read: a run's record of 10,000 passes or ingested files is a few
 #: MiB; one of 100,000 passes took a minute to show, and printed every one
 MAX_META_BYTES = 64 << 20
