@@ -514,3 +514,45 @@ def test_a_caller_of_a_wait_is_not_made_heavier_by_tracing():
     said = found["finding"].iloc[0]
     assert said.startswith("my.tracer makes 1 function heavier than my.sampler sees it")
     assert "train.py:5(work)" in said and "cpp_pybinding" not in said
+
+
+def test_a_rank_s_findings_are_the_same_with_other_ranks_files_beside_it(fixtures, tmp_path):
+    """sampled_rank-0 alone and beside rank 1's file: its idle finding names its rank and
+    keeps its figure; an operator's share is said to be the median over the ranks."""
+    alone, both = tmp_path / "alone", tmp_path / "both"
+    for folder, ranks in ((alone, [0]), (both, [0, 1])):
+        folder.mkdir()
+        for rank in ranks:
+            name = f"sampled_rank-{rank}.json.gz"
+            (folder / name).write_bytes((fixtures / "traces" / name).read_bytes())
+    found = [pa.ingest([folder], out=folder / "run").findings()["finding"].tolist()
+             for folder in (alone, both)]
+    idle = [line for line in found[0] if line.startswith("the device is idle")]
+    assert len(idle) == 1 and f"rank 0: {idle[0]}" in found[1]
+    assert any(line.endswith("(the median of 2 ranks)") for line in found[1])
+
+
+def _reading_rank(rank: int) -> dict:
+    """Two steps of one kernel each; one `.item()` read in all (a read every other step)."""
+    def x(cat, name, tid, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if tid == 7 else 1,
+                "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = [x("cpu_op", "aten::item", 1, 150, 5)]
+    for step in range(2):
+        at = step * 100
+        events += [x("user_annotation", f"ProfilerStep#{step}", 1, at, 90),
+                   x("cuda_runtime", "cudaLaunchKernel", 1, at + 10, 5, correlation=step + 1),
+                   x("kernel", "gemm", 7, at + 20, 60, correlation=step + 1, device=0)]
+    return {"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}
+
+
+def test_scalar_reads_are_counted_per_rank_against_its_own_steps(tmp_path):
+    """A read every other step is no finding on one rank, nor on two (summed over both
+    ranks, the two reads matched a rank's two steps and made one)."""
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(_reading_rank(rank)))
+    report = pa.ingest([tmp_path], out=tmp_path / "run")
+    assert not report.findings()["finding"].str.contains("host-device syncs").any()
+    (tmp_path / "rank1.json").unlink()
+    assert not pa.ingest([tmp_path], out=tmp_path / "one").findings()["finding"].str.contains(
+        "host-device syncs").any()

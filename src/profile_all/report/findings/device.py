@@ -24,7 +24,7 @@ SYNC_SHARE = 0.05
 COMMUNICATION = 0.1
 #: achieved FLOP/s under this share of the peak is named as low
 LOW_UTILIZATION = 0.3
-_SYNC_CALLS = ("Synchronize",)
+_SYNC_CALLS = ("Synchronize",)  # (the CUDA API calls that wait)
 _SCALAR_READS = ("aten::_local_scalar_dense", "aten::item")
 
 
@@ -44,10 +44,22 @@ def _made_trace_totals(report: RunData) -> pd.DataFrame:
     return table.dropna(subset=["wall_time", "gpu_time"]).reset_index()
 
 
+def _kernels_of(report: RunData, traced: pd.Series) -> tuple[float, float]:
+    """(kernel calls, their device time) of one traced pass and rank."""
+    rows = report.scoped("kernel")
+    rows = rows[(rows["stat"] == "total") & (rows["backend"] == traced["backend"])
+                & (rows["pass"] == traced["pass"]) & (rows["rank"] == traced["rank"])]
+    return (float(rows.loc[rows["metric"] == "calls", "value"].sum()),
+            float(rows.loc[rows["metric"] == "gpu_time", "value"].sum()))
+
+
 def idle(report: RunData) -> list[Finding]:
+    """Per traced pass and rank (named where a report holds several ranks), the device's
+    idle share of the host's traced time, its kernels those of that rank alone."""
     out = []
-    kernels = report.kernels()
-    for _, traced in _trace_totals(report).iterrows():
+    totals = _trace_totals(report)
+    ranks = totals["rank"].nunique() if not totals.empty else 0
+    for _, traced in totals.iterrows():
         if not traced["wall_time"] > 0:
             continue
         # the union over streams where the trace gave it; else the sum, which counts
@@ -57,11 +69,12 @@ def idle(report: RunData) -> list[Finding]:
         share = 1 - min(busy / traced["wall_time"], 1.0)
         if share < IDLE:
             continue
-        calls = kernels["calls"].sum() if "calls" in kernels else 0
-        mean = kernels["gpu_time"].sum() / calls if calls else float("nan")
+        calls, kernel_time = _kernels_of(report, traced)
+        mean = kernel_time / calls if calls else float("nan")
         tiny = calls and mean < TINY_KERNEL
+        who = f"rank {traced['rank']}: " if ranks > 1 else ""
         out.append(Finding(
-            "device", f"the device is idle {fmt.share(share)} of the traced time"
+            "device", f"{who}the device is idle {fmt.share(share)} of the traced time"
             + (f": {fmt.count(calls)} kernels of {fmt.seconds(mean)} on average (launch-bound)"
                if tiny else ": the host does not keep it fed (CPU-bound)"),
             weight=share * 0.9, share=share, amount=traced["wall_time"] - busy,
@@ -78,31 +91,53 @@ def idle(report: RunData) -> list[Finding]:
     return out
 
 
+def _by_rank(report: RunData, scope: str, metric: str, names: tuple[str, ...] = (),
+             containing: str = "") -> pd.Series:
+    """Per rank, the total of `metric` over the rows of `scope` (named `names`, or whose
+    name holds `containing`): summed over passes within a backend, the largest backend's."""
+    rows = report.scoped(scope)
+    rows = rows[(rows["metric"] == metric) & (rows["stat"] == "total")]
+    if names:
+        rows = rows[rows["name"].isin(names)]
+    if containing:
+        rows = rows[rows["name"].str.contains(containing, regex=False)]
+    return rows.groupby(["rank", "backend"])["value"].sum().groupby(level="rank").max()
+
+
 def syncs(report: RunData) -> list[Finding]:
-    """Host-device syncs in the loop: explicit ones, and `.item()` reads of device scalars."""
-    if report.kernels().empty:
-        return []
-    api, operators = report.api_calls(), report.operators()
-    waits = api[api["name"].str.contains("|".join(_SYNC_CALLS))] if not api.empty else api
-    reads = operators[operators["name"].isin(_SCALAR_READS)] if not operators.empty \
-        else operators
+    """Host-device syncs in the loop: explicit ones, and `.item()` reads of device scalars,
+    per rank against that rank's steps and traced time (a rank's finding is the same
+    whatever other ranks' files are read beside it); the rank that waits most is named
+    where a report holds several."""
     spans = _trace_totals(report)
-    span = float(spans["wall_time"].max()) if not spans.empty else float("nan")
-    waited = float(waits["wall_time"].sum()) if not waits.empty else 0.0
-    steps = report.scoped("step")
-    steps = steps[steps["metric"] == "calls"]
-    per_step = float(steps["value"].max()) if not steps.empty else float("nan")
-    read_calls = float(reads["calls"].sum()) if not reads.empty else 0.0
-    if not (waited >= SYNC_SHARE * span or (per_step > 0 and read_calls >= per_step)):
+    if report.kernels().empty or spans.empty:
         return []
-    share = waited / span if span > 0 else float("nan")
+    span = spans.groupby("rank")["wall_time"].max()
+    waited = _by_rank(report, "api", "wall_time", containing=_SYNC_CALLS[0])
+    waits = _by_rank(report, "api", "calls", containing=_SYNC_CALLS[0])
+    reads = _by_rank(report, "operator", "calls", names=_SCALAR_READS)
+    per_step = _by_rank(report, "step", "calls")
+    found = pd.DataFrame({"span": span, "waited": waited, "waits": waits, "reads": reads,
+                          "per_step": per_step}).reindex(span.index)
+    found = found.fillna({"waited": 0.0, "waits": 0.0, "reads": 0.0})
+    found = found[(found["waited"] >= SYNC_SHARE * found["span"])
+                  | ((found["per_step"] > 0) & (found["reads"] >= found["per_step"]))]
+    if found.empty:
+        return []
+    rank, worst = next(found.sort_values(["waited", "reads"], ascending=False).iterrows())
+    share = worst["waited"] / worst["span"] if worst["span"] > 0 else float("nan")
+    who = f"rank {rank}: " if len(span) > 1 else ""
+    named = report.api_calls()
+    named = ", ".join(named.loc[named["name"].str.contains(_SYNC_CALLS[0], regex=False),
+                                "name"]) if not named.empty else ""
     return [Finding(
-        "device", f"host-device syncs: {fmt.seconds(waited)} waiting in "
-        f"{fmt.count(waits['calls'].sum() if not waits.empty else 0)} synchronize calls, "
-        f"{fmt.count(read_calls)} scalar reads (.item())", weight=max(share, 0.2) * 0.8,
-        share=share, amount=waited, unit="s",
-        evidence="CUDA API calls " + ", ".join(waits["name"]) + "; operators "
-                 + ", ".join(reads["name"]) if not waits.empty or not reads.empty else "",
+        "device", f"{who}host-device syncs: {fmt.seconds(worst['waited'])} waiting in "
+        f"{fmt.count(worst['waits'])} synchronize calls, {fmt.count(worst['reads'])} scalar "
+        "reads (.item())", weight=max(share, 0.2) * 0.8, share=share,
+        amount=worst["waited"], unit="s",
+        evidence=(f"CUDA API calls {named}; " if named else "") + "operators "
+                 + ", ".join(_SCALAR_READS) + (f"; {len(found)} of {len(span)} ranks alike"
+                                               if len(span) > 1 else ""),
         suggestion="read losses and metrics every N steps, not each; no torch.cuda."
                    "synchronize() in the loop; keep tensors on the device")]
 

@@ -221,6 +221,8 @@ def _where_in_rows(report: RunData, scope: str, kind: str) -> list[Finding]:
         if not base > 0:
             base, what = float(self_times.sum()), f"{kind}s' self time"
         rough, trust = few_samples(report, backend)
+        ranks = own["rank"].nunique()  # each figure a typical rank's, whatever the others
+        rough += f" (the median of {ranks} ranks)" if ranks > 1 else ""
         for name, seconds in self_times.sort_values(ascending=False).head(3).items():
             share = seconds / base if base > 0 else 0.0
             if share >= WORTH_NAMING:
