@@ -122,11 +122,12 @@ def test_gpu_summary_as_tensorboard(two_ranks):
         == ("GPU 0", "Tesla V100", 2**34, 7.0)
     assert (gpu["utilization"], gpu["sm_efficiency"], gpu["occupancy"],
             gpu["tensor_core_share"]) == pytest.approx((0.72, 0.55, 18 / 90, 30 / 96))
-    # over time: 1-µs buckets from the first host event (0) to the last kernel's end (98)
+    # over time: 1-µs buckets over the trace's events, from the step's start (0) to its end
+    # (100; a trace with the profiler's own span has them over that)
     timeline = two_ranks.timeline
     over_time = timeline[(timeline["series"] == "gpu:GPU 0") & (timeline["rank"] == 0)]
     busy = over_time[over_time["name"] == "utilization"]
-    assert len(busy) == 98 and busy["value"].sum() == pytest.approx(72)
+    assert len(busy) == 100 and busy["value"].sum() == pytest.approx(72)
     assert busy["start"].iloc[16] == pytest.approx(16e-6) and busy["value"].iloc[16] == 1
     assert "GPU utilization over time, GPU 0" in (two_ranks.run_dir / "report.html").read_text()
 

@@ -7,10 +7,11 @@ plugin's overview, the step's time and each category of its breakdown (kernel, m
 memset, communication, runtime, data loader, CPU exec, other), each within TOLERANCE (1%)
 of the plugin's, absolute for a figure under 1% of the step; the GPU summary's shares
 (utilization, estimated SM efficiency and occupancy, Tensor Core share) within half a
-point; the kernel view's TOP kernels (calls, time, blocks per SM, occupancy), alone and by
-the operator that launched them; the operator view's TOP operators of most self device
-time (times, Tensor Core eligibility and shares) and their call stacks; the memory view,
-per device and operator, exactly; the module view, module by module.
+point, and its GPU utilization over time bucket by bucket; the kernel view's TOP kernels
+(calls, time, blocks per SM, occupancy), alone and by the operator that launched them; the
+operator view's TOP operators of most self device time (times, Tensor Core eligibility and
+shares) and their call stacks; the memory view, per device and operator, exactly; the
+module view, module by module.
 
 On traces written by torch 2 and later the plugin (last released in 2022) is wrong in three
 ways, known from the trace itself: it reads no CUDA runtime or driver call (their
@@ -94,6 +95,25 @@ def _gpu(plugin, report) -> list[bool]:
             theirs["tensor_core_share"] = plugin.tc_used_ratio or 0.0
         fine += [_share(f"GPU {gpu} {name}", mine[name], value)
                  for name, value in theirs.items() if value is not None]
+    return fine
+
+
+def _gpu_over_time(plugin, report) -> list[bool]:
+    """GPU utilization over time, bucket by bucket (the plugin's last entry, a 0 at the
+    end, is no bucket)."""
+    timeline = report.timeline
+    fine = []
+    metrics = plugin.gpu_metrics_parser
+    for gpu in sorted(metrics.gpu_ids):
+        buckets = metrics.gpu_util_buckets[gpu]
+        mine = timeline[(timeline["series"] == f"gpu:GPU {gpu}")
+                        & (timeline["name"] == "utilization")]["value"].to_numpy()
+        theirs = [value for _start, value in buckets[:-1]]
+        worst = max((abs(a - b) for a, b in zip(mine, theirs, strict=False)), default=0.0)
+        fine.append(len(mine) == len(theirs) and worst <= SHARE_POINTS)
+        print(f"{'ok  ' if fine[-1] else 'FAIL'} GPU {gpu} utilization over time: "
+              f"{len(mine)} buckets (plugin {len(theirs)}), largest difference "
+              f"{100 * worst:.2f} points")
     return fine
 
 
@@ -262,7 +282,8 @@ def compare(path: str) -> bool:
             continue
         fine += [_check(f"step {name} {category}", step[category] / US, costs[index], total)
                  for index, category in enumerate(CATEGORIES)]
-    fine += _gpu(plugin, report) + _kernels(plugin, report, blind) + _memory(plugin, report)
+    fine += _gpu(plugin, report) + _gpu_over_time(plugin, report)
+    fine += _kernels(plugin, report, blind) + _memory(plugin, report)
     fine += _modules(plugin, report)
     if not blind:
         fine += _operators(plugin, report) + _stacks(plugin, report)

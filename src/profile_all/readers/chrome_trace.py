@@ -29,8 +29,9 @@ from typing import Any
 
 import orjson
 
-from profile_all.readers import IngestError, event_args, limits, trace_bytes
+from profile_all.readers import event_args, limits, trace_bytes
 from profile_all.readers.matmul_flops import matmul_flops
+from profile_all.readers.trace_rank import rank_of
 
 CHUNK_BYTES = 4 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
@@ -77,9 +78,8 @@ class TraceColumns:
     nameless: int = 0
     #: complete events of a category no reader reads (another accelerator's), by category
     unread: dict[str, int] = field(default_factory=dict)
-
-
-MAX_RANK = 2**20  # the highest rank a trace may name (a million ranks)
+    #: the profiler's own span (`PyTorch Profiler (0)`, category Trace): (ts, dur)
+    profiled: tuple[float, float] | None = None
 
 
 @dataclass
@@ -92,18 +92,16 @@ class ChromeTrace:
 
     @property
     def rank(self) -> int:
-        """`distributedInfo.rank` (0 where it says none); IngestError where it is beyond
-        any job's ranks (a 5,000-digit rank once reached int() and a traceback)."""
-        info = self.meta.get("distributedInfo") or {}
-        rank = info.get("rank", 0) if isinstance(info, dict) else 0
-        text = str(rank) if isinstance(rank, int | str) and not isinstance(rank, bool) else ""
-        if not text.isdigit():
-            return 0
-        if len(text) > len(str(MAX_RANK)) or int(text) > MAX_RANK:
-            raise IngestError(f"{self.path}: distributedInfo.rank is {text[:20]}"
-                              f"{'...' if len(text) > 20 else ''}: not a rank (0 to "
-                              f"{MAX_RANK:,})")
-        return int(text)
+        return rank_of(self.meta, self.path)
+
+    def extent(self) -> tuple[float, float]:
+        """(start, end): the profiler's own span, else its events' first start to last end."""
+        if self.columns.profiled:
+            return self.columns.profiled[0], sum(self.columns.profiled)
+        kept = self.columns.ops + self.columns.annotations + self.columns.runtime
+        kept = [(e[2], e[3]) for e in kept] + [(e[3], e[4]) for e in self.columns.device]
+        return (min((ts for ts, _ in kept), default=0.0),
+                max((ts + dur for ts, dur in kept), default=0.0))
 
     def keep_steps(self, steps: int) -> None:
         """Leave out the ranges ProfilerStep#N with N >= `steps`: torch opens the next one
@@ -158,6 +156,8 @@ class _Collector:
             kind = CATEGORIES.get(category) or CATEGORIES.get(category.lower())
             if kind is None:
                 columns.unread[category] = columns.unread.get(category, 0) + 1
+                if category == "Trace" and event.get("name") == "PyTorch Profiler (0)":
+                    columns.profiled = event_args.span(event)
                 continue
             try:
                 name, pid, tid, ts, dur = basic(event)

@@ -38,3 +38,10 @@ def memory_record(event: dict) -> tuple:
     return (f"{event.get('pid')}:{event.get('tid')}",
             float(ts) if isinstance(ts, int | float) else math.nan, device,
             *(float(v) if isinstance(v, int | float) else math.nan for v in numbers))
+
+
+def span(event: dict) -> tuple[float, float] | None:
+    """An event's (ts, dur), where both are numbers."""
+    ts, dur = event.get("ts"), event.get("dur")
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (ts, dur))
+    return (float(ts), float(dur)) if numbers else None

@@ -145,22 +145,26 @@ def gpu_rows(device: pd.DataFrame, span: tuple[float, float] | None,
 BUCKETS = 100
 
 
-def gpu_timeline(device: pd.DataFrame, origin: float, scale: float) -> list[list[Any]]:
+def gpu_timeline(device: pd.DataFrame, extent: tuple[float, float], scale: float
+                 ) -> list[list[Any]]:
     """The timeline's `gpu:<device>` series: utilization, estimated SM efficiency and
-    occupancy in buckets of a power of ten of microseconds, at most BUCKETS from `origin`
-    (the trace's unit) to the last kernel's end, each at its bucket's start (seconds since
-    `origin`), as the plugin draws its GPU utilization."""
+    occupancy in buckets as the plugin makes them for its GPU utilization: over `extent`
+    (the trace's unit: the profiler's own span, else its events'), of a power of ten of
+    microseconds that makes at most BUCKETS, the last one longer to reach the extent's end;
+    each at its bucket's start (seconds since the extent's start)."""
     kernels = device[device["kind"] == "kernel"]
     if kernels.empty:
         return []
+    origin, end = extent
+    size = 1e-6 / scale  # one µs in the trace's unit
+    while (end - origin) / size > BUCKETS:
+        size *= 10
+    edges = origin + size * np.arange(max(int((end - origin) / size), 1) + 1)
+    edges[-1] = max(end, origin + size)
     entries = []
     for device_id, group in kernels.groupby(kernels["device"].fillna(-1), sort=True):
         starts = group["ts"].to_numpy(float)
         ends = starts + group["dur"].to_numpy(float)
-        span, size = float(ends.max()) - origin, 1e-6 / scale  # one µs in the trace's unit
-        while span / size > BUCKETS:
-            size *= 10
-        edges = origin + size * np.arange(int(np.ceil(span / size)) + 1)
         merged = intervals.merged(starts, ends)
         blocks = group["blocks_per_sm"].to_numpy(float)
         known = blocks > 0

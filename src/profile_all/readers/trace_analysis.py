@@ -243,12 +243,14 @@ def _device_totals(device: pd.DataFrame, unattributed: float, scale: float
                 1 - unattributed / busy if busy > 0 else 1.0, stat="value")]
 
 
-def _over_time(trace: ChromeTrace, device: pd.DataFrame, origin: float) -> list[list[Any]]:
-    """The timeline's GPU metrics, memory and steps, in seconds since `origin`."""
+def _over_time(trace: ChromeTrace, device: pd.DataFrame) -> list[list[Any]]:
+    """The timeline's GPU metrics, memory and steps, in seconds since the trace's start
+    (the profiler's own span's, else its first event's)."""
+    extent = trace.extent()
     steps = [(name, ts, dur) for name, _thread, ts, dur in trace.columns.annotations
              if name.startswith(STEP_PREFIX)]
-    return gpu_timeline(device, origin, trace.seconds_per_unit) + memory_curve(
-        trace.columns.memory, steps, trace.seconds_per_unit, origin)
+    return gpu_timeline(device, extent, trace.seconds_per_unit) + memory_curve(
+        trace.columns.memory, steps, trace.seconds_per_unit, extent[0])
 
 
 def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
@@ -256,7 +258,7 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
     """Every row a chrome trace gives, in the report's MEASURED column order; `timeline`,
     where given, gets its entries over time (rows.TIMELINE_COLUMNS less the first three):
     the GPU metrics, memory allocated and reserved, the steps, in seconds since the trace's
-    first host event; `doubts` what was left out as the rows were made."""
+    start (ChromeTrace.extent); `doubts` what was left out as the rows were made."""
     columns, scale = trace.columns, trace.seconds_per_unit
     doubts = doubts if doubts is not None else []
     rows = [row("run", "trace", "events", columns.events, unit="count")]
@@ -291,7 +293,6 @@ def trace_rows(trace: ChromeTrace, timeline: list[list[Any]] | None = None,
     rows += gpu_rows(device, overview_span(annotations, ops, device, runtime),
                      trace.meta.get("deviceProperties") or [], scale)
     if timeline is not None and (spans or not device.empty):
-        timeline += _over_time(trace, device, min(s[0] for s in spans) if spans
-                               else float(device["ts"].min()))
+        timeline += _over_time(trace, device)
     rows += host_communication_rows(annotations, ops, scale)
     return rows + _annotation_rows(trace, annotations, device, runtime, doubts)

@@ -51,7 +51,7 @@ def step_time(report: Report) -> Figure | None:
                     "step time breakdown)", "ms")
 
 
-_SINCE_TRACE = "s since the trace's first host event"
+_SINCE_TRACE = "s since the trace's start"
 
 
 def _over_time(title: str, x_title: str, y_axis: dict[str, Any], height: int = 360

@@ -17,9 +17,9 @@ import pandas as pd
 from profile_all import backends, environment
 from profile_all.errors import UsageError
 from profile_all.readers import BrokenFile, IngestError, limits
-from profile_all.readers.chrome_trace import MAX_RANK
 from profile_all.readers.detect import IngestedFile, read_any
 from profile_all.readers.plausible import ImpossibleValues
+from profile_all.readers.trace_rank import MAX_RANK
 from profile_all.report.report import Report
 from profile_all.rows import MEASURED
 from profile_all.run_record import ArtifactRecord, RunRecord, SourceRecord
@@ -161,7 +161,7 @@ def _doubts(files: list[IngestedFile], skipped: list[str], broken: list[str]) ->
 def _rank_in_name(path: Path) -> int | None:
     """The number after `rank`, `process`, `proc`, `worker` or `node` in a file's name
     (`proc0`, `rank-1`, `node_2`), the first of those words that has one, where it is a
-    rank a job may have (chrome_trace.MAX_RANK at most); else None."""
+    rank a job may have (trace_rank.MAX_RANK at most); else None."""
     for word in _RANK_WORDS:
         match = re.search(rf"(?<![a-z]){word}[-_.]?(\d+)", path.name, re.IGNORECASE)
         if match:  # no rank beyond any job's (a 200-digit one overflowed the report's int64)
