@@ -103,6 +103,8 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
         assert f"wallclock.wall_time.{stat}" in summary.columns
     text = (mlp_run[0] / "summary.md").read_text()
     assert "train_step/forward" in text and "Functions by self time (cprofile)" in text
+    # headers the terminal breaks in two lines read as one (a literal `\n` before)
+    assert "\\n(" not in text and "| total (wallclock) |" in text
 
 
 def test_two_layer_net_with_wallclock_only(tmp_path):

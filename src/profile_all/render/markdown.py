@@ -40,7 +40,8 @@ def _cell(value: object) -> str:
 
 def pipe_table(frame: pd.DataFrame, left_out: int = 0) -> str:
     """A pipe table, its columns padded to one width so that it reads as plain text too."""
-    rows = [[_cell(column) for column in frame.columns]]
+    # (a header broken in two lines for the terminal reads as one line here)
+    rows = [[_cell(str(column).replace("\n", " ")) for column in frame.columns]]
     rows += [[_cell(value) for value in row] for row in frame.itertuples(index=False, name=None)]
     widths = [max(3, *(len(row[index]) for row in rows)) for index in range(len(rows[0]))]
     lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths,
