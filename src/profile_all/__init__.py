@@ -180,10 +180,12 @@ def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = 
     """What changed from run A to run B: `Report.compare`'s table (a row per measure, its
     change b / a - 1 with a 95% interval and a verdict; `attrs["notes"]`: what makes the
     runs unlike). With `fail_above` (percent), `attrs["slower"]` holds the regions slower
-    beyond the run-to-run noise by more than that (both runs need `repeat` >= 2). With
+    beyond the run-to-run noise by more than that (both runs need `repeat` >= 2), and
+    `attrs["undecided"]` those slower by more than that as measured whose interval still
+    holds no change (the gate cannot decide them: `compare --fail-above` exits 3). With
     `html`, a page there holds the table and the two runs' operator trees side by side
     (`Report.operator_tree_diff`)."""
-    from profile_all.report.compare import slower_than, target_of
+    from profile_all.report.compare import slower_than, undecided
     from profile_all.runs.folder import load
     from profile_all.runs.store import write_compare_html
 
@@ -193,12 +195,9 @@ def compare(run_a: str | Path, run_b: str | Path, *, fail_above: float | None = 
     table = a.compare(b)
     if page is not None:
         write_compare_html(page, table, a.operator_tree_diff(b), str(run_a), str(run_b))
-    if fail_above is not None:
-        if target_of(a) != target_of(b):
-            raise UsageError(f"--fail-above gates a change of one program, and these runs "
-                             f"profiled different targets ({target_of(a)[1]} against "
-                             f"{target_of(b)[1]})")
+    if fail_above is not None:  # (different targets are an A/B: attrs["notes"] says so)
         table.attrs["slower"] = slower_than(table, fail_above)
+        table.attrs["undecided"] = undecided(table, fail_above)
     return table
 
 

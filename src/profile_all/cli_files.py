@@ -8,7 +8,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -125,7 +125,11 @@ def compare(
     run_b: Annotated[Path, typer.Argument(help="the run after it")],
     fail_above: Annotated[float | None, typer.Option(
         metavar="PCT", help="exit 1 when a region got slower, beyond the run-to-run noise, "
-        "by more than PCT percent (for CI; both runs need --repeat 2 or more)")] = None,
+        "by more than PCT percent (for CI; both runs need --repeat 2 or more); exit 3 when "
+        "one slower by more than that as measured is inconclusive")] = None,
+    pass_undecided: Annotated[bool, typer.Option(
+        "--pass-undecided", help="with --fail-above: exit 0, not 3, where the gate cannot "
+        "decide")] = False,
     format: Annotated[Format, typer.Option(
         "--format", "-f", metavar="table|md|csv|json")] = Format.table,
     top: Annotated[int, typer.Option(min=1, metavar="N", help="rows of the table shown (csv "
@@ -144,13 +148,22 @@ def compare(
     render_compare(table, format.value, sys.stdout, [f"A: {run_a}", f"B: {run_b}"], top)
     if html is not None:
         print(f"profile-all: the comparison's page: {visible(str(html))}", file=sys.stderr)
-    slower = table.attrs.get("slower")
+    slower, unsure = table.attrs.get("slower"), table.attrs.get("undecided")
     if slower is not None and not slower.empty:
-        names = ", ".join(f"{name} ({change:+.1%})" for name, change
-                          in zip(slower["name"], slower["change"], strict=True))
         print(f"profile-all: slower by more than {fail_above:g}% beyond the run-to-run noise: "
-              f"{names}", file=sys.stderr)
+              f"{_changes(slower)}", file=sys.stderr)
         raise typer.Exit(1)
+    if unsure is not None and not unsure.empty:
+        print(f"profile-all: undecided: slower by more than {fail_above:g}% as measured, but "
+              f"within the run-to-run noise: {_changes(unsure)}; more repeats (--repeat) "
+              "decide" + (" (passed: --pass-undecided)" if pass_undecided else ""),
+              file=sys.stderr)
+        raise typer.Exit(0 if pass_undecided else 3)
+
+
+def _changes(rows: Any) -> str:
+    return ", ".join(f"{visible(name)} ({change:+.1%})" for name, change
+                     in zip(rows["name"], rows["change"], strict=True))
 
 
 def view(

@@ -258,6 +258,17 @@ def _measure(metric: str, value: Any) -> str:
     return fmt.count(value) if unit == "count" else fmt.size(value)
 
 
+#: a change beyond this many times (+10,000%) is shown as past it, not in 80 digits: from
+#: two repeats a side an interval can reach +8.85e79%, which says only that it is unbounded
+_FARTHEST = 100.0
+
+
+def _change(value: float) -> str:
+    if not pd.isna(value) and value > _FARTHEST:  # (a change is never under -100%)
+        return f"over +{_FARTHEST:.0%} (unbounded)"
+    return fmt.change(value)
+
+
 def compare_table(table: pd.DataFrame) -> pd.DataFrame:
     """`Report.compare`'s table for display: the change and its 95% interval in percent.
     What a narrow terminal keeps comes first: the name, A, B, the change and its verdict."""
@@ -267,9 +278,9 @@ def compare_table(table: pd.DataFrame) -> pd.DataFrame:
                      table["kind"], region_paths(table["parent"], table["name"]), strict=True)],
         "A": [_measure(m, v) for m, v in zip(table["metric"], table["a"], strict=True)],
         "B": [_measure(m, v) for m, v in zip(table["metric"], table["b"], strict=True)],
-        "change": table["change"].map(fmt.change),
+        "change": table["change"].map(_change),
         "verdict": table["verdict"],
-        "95% interval": [f"{fmt.change(low)} .. {fmt.change(high)}" if not pd.isna(low)
+        "95% interval": [f"{_change(low)} .. {_change(high)}" if not pd.isna(low)
                          else "" for low, high in zip(table["ci_low"], table["ci_high"],
                                                       strict=True)],
         "kind": table["kind"],

@@ -246,3 +246,12 @@ def slower_than(table: pd.DataFrame, percent: float) -> pd.DataFrame:
             f"change from the drift between runs, and these have {runs_a} and {runs_b}: "
             "profile both with --repeat 3 or more")
     return gated[(gated["verdict"] == "slower") & (gated["change"] * 100 > percent)]
+
+
+def undecided(table: pd.DataFrame, percent: float) -> pd.DataFrame:
+    """The measures the gate cannot decide: slower by more than `percent` as measured, but
+    whose interval holds no change (inconclusive: the noise is as large as the change), on
+    GATE_RUNS timing passes a side. A gate that passed them would pass a 10x slowdown."""
+    gated = table[(table["runs_a"] >= GATE_RUNS) & (table["runs_b"] >= GATE_RUNS)]
+    return gated[gated["verdict"].str.startswith("inconclusive")
+                 & (gated["change"] * 100 > percent)]
