@@ -263,10 +263,9 @@ def _measure(metric: str, value: Any) -> str:
 _FARTHEST = 100.0
 
 
-def _change(value: float) -> str:
-    if not pd.isna(value) and value > _FARTHEST:  # (a change is never under -100%)
-        return f"over +{_FARTHEST:.0%} (unbounded)"
-    return fmt.change(value)
+def _change(value: float, beyond: str = f"> +{_FARTHEST:.0%}") -> str:
+    """A change in percent; `beyond` past _FARTHEST (a change is never under -100%)."""
+    return beyond if not pd.isna(value) and value > _FARTHEST else fmt.change(value)
 
 
 def compare_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -280,7 +279,7 @@ def compare_table(table: pd.DataFrame) -> pd.DataFrame:
         "B": [_measure(m, v) for m, v in zip(table["metric"], table["b"], strict=True)],
         "change": table["change"].map(_change),
         "verdict": table["verdict"],
-        "95% interval": [f"{_change(low)} .. {_change(high)}" if not pd.isna(low)
+        "95% interval": [f"{_change(low)} .. {_change(high, 'unbounded')}" if not pd.isna(low)
                          else "" for low, high in zip(table["ci_low"], table["ci_high"],
                                                       strict=True)],
         "kind": table["kind"],
