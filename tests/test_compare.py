@@ -283,6 +283,11 @@ def test_operator_trees_side_by_side_as_tensorboard_s_diff_view(tmp_path):
     done = profile_all("compare", tmp_path / "a", tmp_path / "b", "--html", page)
     assert done.returncode == 0, done.stderr
     assert f"the comparison's page: {page}" in done.stderr and "aten::addmm" in done.stdout
+    for folder in (".", str(tmp_path)):  # a folder is no page: one line, nothing written
+        refused = profile_all("compare", tmp_path / "a", tmp_path / "b", "--html", folder)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            f"profile-all: error: cannot write {folder}: a folder, not a file name "
+            "(--html FILE)"], refused.stderr
     title = _in_chromium(page.read_text(), """
 var rows = document.querySelectorAll('.tree summary, .tree .leaf:not(.head)');
 var first = document.querySelector('.tree summary').textContent;
@@ -322,7 +327,7 @@ def test_a_gate_that_cannot_decide_says_so_and_exits_3(runs, tmp_path):
 
 def test_an_unbounded_interval_reads_as_unbounded():
     """Two repeats a side once gave an interval up to +8.85e79%, printed in 80 digits."""
-    from profile_all.render.tables import compare_table
+    from profile_all.render.compare_table import compare_table
 
     table = pd.DataFrame([{"kind": "region", "name": "work", "parent": "", "backend": "w",
                            "metric": "wall_time median", "a": 1e-3, "b": 1.1e-3,

@@ -446,3 +446,33 @@ def test_a_step_on_another_thread_than_its_launches_has_its_device_time(tmp_path
     gpu = rows[(rows["scope"] == "step") & (rows["metric"] == "gpu_time")
                & (rows["stat"] == "total")]
     assert gpu["value"].sum() / US == pytest.approx(35)
+
+
+@pytest.mark.parametrize("span", [{"ts": 0, "dur": -5000}, {"ts": 0, "dur": 0},
+                                  {"ts": 10**12, "dur": 1000}, {"ts": 0, "dur": 1e30},
+                                  {"ts": "abc", "dur": "xyz"}])
+def test_a_profiler_span_that_does_not_hold_the_events_is_not_the_timeline_s(span, tmp_path):
+    """`PyTorch Profiler (0)` of a negative, empty, distant or absurd span: the GPU over
+    time is bucketed over the events (0-100 µs), as without one."""
+    trace = _trace(0, 30)
+    trace["traceEvents"].append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)",
+                                 "pid": "Spans", "tid": "PyTorch Profiler", **span})
+    (tmp_path / "odd.json").write_text(json.dumps(trace))
+    timeline = pa.ingest([tmp_path / "odd.json"], out=tmp_path / "run").timeline
+    busy = timeline[(timeline["series"] == "gpu:GPU 0") & (timeline["name"] == "utilization")]
+    assert len(busy) == 100 and busy["value"].sum() == pytest.approx(72)
+
+
+def test_a_stack_cut_at_64_frames_says_so(tmp_path):
+    """An operator under 70 nested Python calls: its stack holds the 64 innermost and ends
+    in `;…`."""
+    events = [{"ph": "X", "cat": "python_function", "name": f"deep.py({depth}): f{depth}",
+               "pid": 1, "tid": 1, "ts": depth, "dur": 1000 - 2 * depth} for depth in range(70)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                   "ts": 100, "dur": 5, "args": {}})
+    (tmp_path / "deep.json").write_text(json.dumps({"traceEvents": events}))
+    stack = pa.ingest([tmp_path / "deep.json"], out=tmp_path / "run").operators(
+        by="stack")["call_stack"].iloc[0]
+    frames = stack.split(";")
+    assert frames[0] == "deep.py(69): f69" and frames[63] == "deep.py(6): f6"
+    assert frames[64:] == ["…"]

@@ -1,8 +1,7 @@
 """torch.profiler (Kineto) chrome traces -> compact event columns, in bounded memory.
 
-Parsing a whole trace with orjson builds a Python dict per event, about ten times the
-file's size. So the event array is cut into chunks of about CHUNK_BYTES at event
-boundaries, each chunk is parsed alone, and only the columns the analyses need are kept.
+Parsing a whole trace with orjson makes a dict per event (ten times the file): the event array is
+cut into chunks of about CHUNK_BYTES at event boundaries, each parsed alone for the columns kept.
 
 An event boundary is `}` `,` `{"` with optional whitespace between: a raw `{"` cannot occur inside
 a JSON string (its quote would end the string), so a cut there is always between two objects. It
@@ -95,13 +94,14 @@ class ChromeTrace:
         return rank_of(self.meta, self.path)
 
     def extent(self) -> tuple[float, float]:
-        """(start, end): the profiler's own span, else its events' first start to last end."""
-        if self.columns.profiled:
-            return self.columns.profiled[0], sum(self.columns.profiled)
-        kept = self.columns.ops + self.columns.annotations + self.columns.runtime
-        kept = [(e[2], e[3]) for e in kept] + [(e[3], e[4]) for e in self.columns.device]
-        return (min((ts for ts, _ in kept), default=0.0),
-                max((ts + dur for ts, dur in kept), default=0.0))
+        """The profiler's own span where it holds the events' middle and is under ten times
+        their length, else theirs: (start, end)."""
+        kept = [(e[2], e[3]) for e in self.columns.ops + self.columns.annotations
+                + self.columns.runtime] + [(e[3], e[4]) for e in self.columns.device]
+        low, high = (min(t for t, _ in kept), max(t + d for t, d in kept)) if kept else (0, 0)
+        start, dur = self.columns.profiled or (low, high - low)
+        fits = start <= (low + high) / 2 <= start + dur and dur <= 10 * (high - low)
+        return (start, start + dur) if fits else (low, high)
 
     def keep_steps(self, steps: int) -> None:
         """Leave out the ranges ProfilerStep#N with N >= `steps`: torch opens the next one

@@ -41,7 +41,8 @@ def memory_record(event: dict) -> tuple:
 
 
 def span(event: dict) -> tuple[float, float] | None:
-    """An event's (ts, dur), where both are numbers."""
+    """An event's (ts, dur), where both are finite numbers and dur is positive."""
     ts, dur = event.get("ts"), event.get("dur")
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (ts, dur))
-    return (float(ts), float(dur)) if numbers else None
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                  for v in (ts, dur))
+    return (float(ts), float(dur)) if numbers and dur > 0 else None

@@ -5,9 +5,9 @@ python_function event per Python call instead, around the operators the call mad
 operator's stack is then the functions of source files that enclose its start on its
 thread, innermost first, joined by `;` as the 2021 argument was (`model.py(20): forward;
 train.py(54): <module>`; built-in functions and `nn.Module: X` events are not frames of
-it), at most depth_cap.MAX_DEPTH frames. A stack is made once per innermost frame, and the
-distinct stacks hold at most nesting.path_budget(frames) characters: the operators beyond
-it get none, and that is said.
+it), at most depth_cap.MAX_DEPTH frames (a stack cut there ends in CUT). A stack is made
+once per innermost frame, and the distinct stacks hold at most nesting.path_budget(frames)
+characters: the operators beyond it get none, and that is said.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import pandas as pd
 from profile_all.depth_cap import MAX_DEPTH
 from profile_all.readers import nesting
 from profile_all.readers.trace_links import enclosing, parents
+
+#: ends a stack cut at MAX_DEPTH frames (the outer ones left out)
+CUT = ";…"
 
 
 def call_stacks(frames: list[tuple], ops: pd.DataFrame) -> tuple[np.ndarray, int]:
@@ -49,7 +52,7 @@ def call_stacks(frames: list[tuple], ops: pd.DataFrame) -> tuple[np.ndarray, int
             while at >= 0 and len(chain) < MAX_DEPTH:
                 chain.append(names[at])
                 at = parent[at]
-            text = ";".join(chain)
+            text = ";".join(chain) + (CUT if at >= 0 else "")
             if used + len(text) <= budget:
                 texts[frame], used = text, used + len(text)
         got = texts[inside]
@@ -63,5 +66,5 @@ def stacks_said(path: Path | str, left_out: int) -> list[str]:
     if not left_out:
         return []
     return [f"{path}: {left_out:,} operators have no call stack: their stacks were past "
-            f"{nesting.PATH_CHARS_PER_RANGE} characters a Python call (and "
-            f"{nesting.MAX_REGION_PATH_CHARS >> 20} MiB) in all"]
+            f"{nesting.PATH_CHARS_PER_RANGE} characters a Python call, or "
+            f"{nesting.MAX_REGION_PATH_CHARS >> 20} MiB, of distinct stacks in all"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from profile_all import units as fmt
-from profile_all.render import html, tables
+from profile_all.render import compare_table, html
 
 _TREE_CSS = """
 .tree summary, .tree .leaf { display: grid; grid-template-columns: var(--columns);
@@ -75,7 +75,7 @@ def render(table: pd.DataFrame, tree: pd.DataFrame, run_a: str, run_b: str) -> s
     body = [f"<h1>profile-all compare</h1><p>A: <code>{html.text(run_a)}</code><br>"
             f"B: <code>{html.text(run_b)}</code></p>",
             html.section_html("change", "Change from A to B (b / a - 1)",
-                          html.table_html(tables.compare_table(table)))]
+                          html.table_html(compare_table.compare_table(table)))]
     if not tree.empty:
         body.append(html.section_html(
             "operator-tree", "Operator tree, side by side",

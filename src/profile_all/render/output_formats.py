@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
-from profile_all.render import markdown, tables, terminal
+from profile_all.render import compare_table, markdown, tables, terminal
 from profile_all.safe_text import visible, visible_all
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def render_compare(table: pd.DataFrame, format: str, stream: TextIO,
     """`Report.compare`'s table as a terminal table that fits the console (with the lines
     of `caption` under it) or markdown, each its first `top` rows (50,000 regions in
     common printed 2.6 MB), CSV or JSON (every row and column)."""
-    shown, left_out = tables.cut(tables.compare_table(table), top)
+    shown, left_out = tables.cut(compare_table.compare_table(table), top)
     if format == "table":
         console = Console(file=stream)
         console.print(terminal.rich_table("Change from A to B (b / a - 1)", shown, left_out,

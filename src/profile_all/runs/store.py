@@ -123,6 +123,8 @@ def write_compare_html(path: Path, table: pd.DataFrame, tree: pd.DataFrame, run_
     """The comparison's page (render/compare_html.py) at `path`, whole or not at all."""
     from profile_all.render import compare_html
 
+    if path.name in ("", ".", "..") or path.is_dir():
+        raise UsageError(f"cannot write {path}: a folder, not a file name (--html FILE)")
     try:
         write_atomic(path, compare_html.render(table, tree, run_a, run_b))
     except OSError as error:

@@ -136,8 +136,9 @@ def syncs(report: RunData) -> list[Finding]:
         "reads (.item())", weight=max(share, 0.2) * 0.8, share=share,
         amount=worst["waited"], unit="s",
         evidence=(f"CUDA API calls {named}; " if named else "") + "operators "
-                 + ", ".join(_SCALAR_READS) + (f"; {len(found)} of {len(span)} ranks alike"
-                                               if len(span) > 1 else ""),
+                 + ", ".join(_SCALAR_READS) + (f"; rank {rank} waits or reads most of the "
+                                               f"{len(found)} of {len(span)} ranks past "
+                                               "the threshold" if len(span) > 1 else ""),
         suggestion="read losses and metrics every N steps, not each; no torch.cuda."
                    "synchronize() in the loop; keep tensors on the device")]
 
