@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pstats
 import re
 import socket
@@ -46,4 +47,35 @@ def test_view_serves_the_profile_on_loopback(tmp_path):
         server.terminate()
         server.wait(timeout=30)
     with socket.socket() as probe:  # the server itself was stopped, no orphan kept serving
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_view_without_a_display_serves_and_says_how_to_reach_it(tmp_path):
+    """An SSH session: no display, so no browser SnakeViz can open (it printed its usage
+    and exit 2). view serves all the same, prints the URL and the SSH tunnel to it."""
+    run_dir = tmp_path / "run"
+    assert profile_all("run", TARGETS / "contract.py", "-b", "cprofile", "-o",
+                       run_dir).returncode == 0
+    port = free_port()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "profile_all", "view", str(run_dir), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        said = server.stdout.readline()
+        assert said.startswith("profile-all: no display (DISPLAY and WAYLAND_DISPLAY are "
+                               "unset): serving only; open the URL below"), said
+        assert f"ssh -N -L {port}:127.0.0.1:{port} " in said
+        deadline, url = time.monotonic() + 60, None
+        while url is None:
+            assert time.monotonic() < deadline and server.poll() is None
+            found = re.search(r"http://127\.0\.0\.1:\d+/snakeviz/\S+", server.stdout.readline())
+            url = found and found.group(0)
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.status == 200 and "contract.py" in response.read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
+import socket
 import sys
+import webbrowser
 from pathlib import Path
 
 from profile_all import validate
@@ -46,13 +49,41 @@ def snakeviz_command(profile: Path, port: int, open_browser: bool) -> list[str]:
     return [*command, str(profile)]
 
 
+def browser_here() -> str:
+    """'' where a web browser can show SnakeViz's page here; else why not. On Linux without a
+    display (an SSH session, a container) only text browsers could start, and SnakeViz's
+    page needs JavaScript: SnakeViz found none, printed its usage and stopped (exit 2)."""
+    graphical = sys.platform != "linux" or os.environ.get("DISPLAY") or os.environ.get(
+        "WAYLAND_DISPLAY")
+    if not graphical:
+        return "no display (DISPLAY and WAYLAND_DISPLAY are unset)"
+    try:
+        webbrowser.get()
+    except webbrowser.Error:
+        return "no web browser found"
+    return ""
+
+
+def _reach_hint(port: int, why: str) -> str:
+    """What to do where no browser opens: the URL SnakeViz prints, and the SSH tunnel."""
+    return (f"profile-all: {why}: serving only; open the URL below in a browser (from "
+            f"another machine: ssh -N -L {port}:127.0.0.1:{port} {getpass.getuser()}@"
+            f"{socket.gethostname()}, then the same URL there; the URL's port where {port} "
+            "was taken)")
+
+
 def serve_snakeviz(run_dir: Path, port: int, open_browser: bool, rank: int = 0) -> None:
-    """Become SnakeViz (exec): Ctrl-C and kill reach the server itself, no orphan is left."""
+    """Become SnakeViz (exec): Ctrl-C and kill reach the server itself, no orphan is left.
+    Where no browser can open, it serves all the same and says how to reach it."""
     validate.whole("port", port, 1)
     validate.whole("rank", rank, 0)
     if port > 65535:
         raise validate.ArgumentValueError(f"port must be 1 to 65535, got {port}")
-    command = snakeviz_command(profile_file(run_dir, rank), port, open_browser)
+    profile = profile_file(run_dir, rank)
+    why = browser_here() if open_browser else ""
+    if why:
+        print(_reach_hint(port, why), file=sys.stderr)
+    command = snakeviz_command(profile, port, open_browser and not why)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(command[0], command)
