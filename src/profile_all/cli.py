@@ -92,9 +92,11 @@ def _finish(report: Any, drawing: Drawing, as_json: bool) -> None:
 
 
 def run(
-    script: Annotated[str, typer.Argument(help="the Python script to profile")],
+    script: Annotated[str, typer.Argument(metavar="SCRIPT",
+                                          help="the Python script to profile")],
     script_args: Annotated[list[str] | None, typer.Argument(
-        help="the script's own arguments, after --", show_default=False)] = None,
+        metavar="[-- SCRIPT_ARGS...]", help="the script's own arguments, after --",
+        show_default=False)] = None,
     backend: Annotated[list[str] | None, typer.Option(
         "--backend", "-b", metavar="NAME",
         help="a backend to run (repeat for several); default: "
@@ -171,6 +173,7 @@ app.command()(_one_line_errors(cli_backend_options.offering(run)))
 @_one_line_errors
 def model(
     spec: Annotated[str, typer.Argument(
+        metavar="SPEC",
         help="package.module:factory or path/to/file.py:factory (returns an nn.Module)")],
     input_shape: Annotated[list[str] | None, typer.Option(
         metavar="SHAPE", help="an input's shape, like 1,3,224,224 (repeat for several inputs) "
@@ -249,7 +252,8 @@ def model(
 @app.command()
 @_one_line_errors
 def attach(
-    pid: Annotated[int, typer.Argument(help="the running Python process to profile")],
+    pid: Annotated[int, typer.Argument(metavar="PID",
+                                       help="the running Python process to profile")],
     duration: Annotated[float, typer.Option(
         metavar="SECONDS", help="how long to sample it (less if it ends)")] = 30.0,
     out: Annotated[Path | None, typer.Option(

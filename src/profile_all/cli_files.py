@@ -23,6 +23,7 @@ ERR_CONSOLE = Console(stderr=True)
 
 def ingest(
     files: Annotated[list[Path], typer.Argument(
+        metavar="FILE|DIR...",
         help="torch.profiler/Kineto chrome traces (.json, .json.gz) or a directory of them, "
         "pstats files (.prof), Nsight Systems files: .nsys-rep (exported with nsys where it "
         "is installed), sqlite exports, `nsys stats --format csv` reports (.csv, .csv.gz); "
@@ -64,7 +65,8 @@ class _Reading:
 
 
 def merge(
-    run_dirs: Annotated[list[Path], typer.Argument(help="the run directories of each node")],
+    run_dirs: Annotated[list[Path], typer.Argument(
+        metavar="NODE_DIR...", help="the run directories of each node")],
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", metavar="DIR",
         help="the merged run directory [default: reports/<timestamp>-merge]")]
@@ -98,7 +100,7 @@ class Format(str, Enum):
 
 
 def show(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="a run directory")],
     format: Annotated[Format, typer.Option(
         "--format", "-f", metavar="table|md|csv|json",
         help="table (terminal), md (markdown), csv or json (every row)")]
@@ -121,8 +123,8 @@ def show(
 
 
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="the run before the change")],
-    run_b: Annotated[Path, typer.Argument(help="the run after it")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the run before the change")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the run after it")],
     fail_above: Annotated[float | None, typer.Option(
         metavar="PCT", help="exit 1 when a region got slower, beyond the run-to-run noise, "
         "by more than PCT percent (for CI; both runs need --repeat 2 or more); exit 3 when "
@@ -167,7 +169,8 @@ def _changes(rows: Any) -> str:
 
 
 def view(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory with a cProfile file")],
+    run_dir: Annotated[Path, typer.Argument(
+        metavar="RUN_DIR", help="a run directory with a cProfile file")],
     port: Annotated[int, typer.Option(
         metavar="PORT", help="port on 127.0.0.1 (the next free one if taken)")] = 8080,
     browser: Annotated[bool, typer.Option(help="open a web browser")] = True,
