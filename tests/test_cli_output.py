@@ -66,6 +66,17 @@ def test_help_reads_at_80_columns():
     fresh = next(line for line in lines if line.lstrip().startswith("--fresh-processes"))
     assert "a fresh interpreter for every pass" in fresh
     assert any(line.lstrip().startswith("--timeout SECONDS  ") for line in lines)
+    assert lines[0].startswith("Usage: profile-all run [OPTIONS] {SCRIPT} [-- SCRIPT_ARGS...]")
+
+
+def test_a_native_file_s_line_can_be_pasted_at_80_columns(tmp_path):
+    """"open with" lines are not broken at 80 columns: the command in them is pasted."""
+    done = profile_all("run", TARGETS / "no_torch.py", "-b", "cprofile", "-o",
+                       tmp_path / "run", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    opened = [line for line in done.stderr.splitlines() if "(open with: " in line]
+    assert opened == [f"  cprofile: artifacts/cprofile.prof  (open with: profile-all view "
+                      f"{tmp_path / 'run'})"], done.stderr
 
 
 def test_quiet_with_no_output_says_one_line_and_keeps_the_logs(tmp_path):

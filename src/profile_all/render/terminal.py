@@ -111,8 +111,9 @@ def render_where(report: Report, console: Console, top: int | None = TOP) -> Non
     100,000 printed every one), then the run directory, last: it is the folder where the
     report was placed (NAME-2 when NAME was taken as it was written)."""
     commands = tables.open_commands(report)
-    for backend, path, command in commands[:top]:
-        console.print(Text(visible(f"  {backend}: {path}  (open with: {command})")))
+    for backend, path, command in commands[:top]:  # (a line each, unwrapped: to paste)
+        console.print(Text(visible(f"  {backend}: {path}  (open with: {command})")),
+                      soft_wrap=True)
     if top is not None and len(commands) > top:
         console.print(Text(f"  {len(commands) - top:,} more native files (meta.json lists "
                            "them all)"))
