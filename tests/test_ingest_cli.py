@@ -381,3 +381,10 @@ def test_a_byte_order_mark_and_gzip_members_are_read(tmp_path):
         done = profile_all("ingest", tmp_path / name, "-o", tmp_path / f"run-{name}")
         assert done.returncode == 0, done.stderr
         assert pa.load(tmp_path / f"run-{name}").meta.status == "complete"
+
+
+def test_quiet_ingest_says_one_line(own_trace, tmp_path):
+    done = profile_all("ingest", own_trace, "-o", tmp_path / "run", "-q")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr.splitlines() == [
+        f"profile-all: complete, exit code 0: {tmp_path / 'run'}"], done.stderr

@@ -37,13 +37,17 @@ def ingest(
     max_field: Annotated[str | None, typer.Option(
         "--max-field", metavar="SIZE",
         help="refuse a file with a name or field longer (characters) [default: 1M]")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="no progress and no tables: one line with the status and the "
+        "run directory")] = False,
 ) -> None:
     """Build a report from profiler files that already exist, a rank column per trace."""
     import profile_all as pa
 
-    drawing = Drawing(ERR_CONSOLE)
+    drawing = Drawing(ERR_CONSOLE, quiet)
     drawing.show(pa.ingest(files, out, command=sys.argv, max_unpacked=max_unpacked,
-                           max_field=max_field, meanwhile=drawing, progress=_Reading()))
+                           max_field=max_field, meanwhile=drawing,
+                           progress=None if quiet else _Reading()))
 
 
 class _Reading:
