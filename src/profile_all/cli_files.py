@@ -85,15 +85,21 @@ def merge(
     drawing.show(pa.merge(run_dirs, out, force=force, command=sys.argv, meanwhile=drawing))
 
 
-def list_backends() -> None:
+def list_backends(
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="what each measures and the file it leaves")] = False,
+) -> None:
     """List every registered backend, and whether it can run here."""
-    table = Table("backend", "kind", "available", "measures", "native file")
+    table = Table("backend", "kind", "available", *(("measures", "native file") if verbose
+                                                     else ()))
     for name in backend_registry.known_names():
         cls = backend_registry.load(name)
         ok, reason = cls.available()
-        table.add_row(name, cls.kind, "yes" if ok else f"no: {reason}", cls.measures,
-                      cls.native_file)
+        table.add_row(name, cls.kind, "yes" if ok else f"no: {reason}",
+                      *((cls.measures, cls.native_file) if verbose else ()))
     Console().print(table)
+    if not verbose:
+        print("what each measures, and the file it leaves: profile-all backends -v")
 
 
 class Format(str, Enum):
