@@ -73,6 +73,11 @@ def test_attach_samples_a_running_loop_without_stopping_it(attached):
     names = {a.path for a in report.meta.artifacts}
     assert {"artifacts/py_spy.speedscope.json", "artifacts/py_spy.svg"} <= names
     assert processes_with(f"--pid {pid}") == []  # py-spy is gone
+    viewed = profile_all("view", run, "--no-browser")  # (attach cannot take -b cprofile)
+    assert viewed.returncode == 2 and viewed.stderr.strip() == (
+        f"profile-all: error: {run} has no cProfile file: attach samples a running process "
+        "with py-spy, which writes no cProfile file: its artifacts/py_spy.speedscope.json "
+        "opens at https://www.speedscope.app")
 
 
 def test_a_listening_loop_gives_a_torch_window_of_its_steps(attached):

@@ -28,12 +28,14 @@ def profile_file(run_dir: Path, rank: int = 0) -> Path:
     report = load(run_dir)
     profiles = {_rank_of(a.path): report.run_dir / a.path
                 for a in report.meta.artifacts if a.path.endswith(".prof")}
-    ingested = report.meta.target.get("kind") == "ingest"
+    kind = report.meta.target.get("kind")
     if not profiles:
-        raise UsageError(f"{run_dir} has no cProfile file: " + (
-            "none of the files it was ingested from is a pstats file (or it was ingested "
-            "before profile-all kept a copy: ingest them again)"
-            if ingested else "run with -b cprofile"))
+        raise UsageError(f"{run_dir} has no cProfile file: " + {
+            "ingest": "none of the files it was ingested from is a pstats file (or it was "
+                      "ingested before profile-all kept a copy: ingest them again)",
+            "process": "attach samples a running process with py-spy, which writes no "
+                       "cProfile file: its artifacts/py_spy.speedscope.json opens at "
+                       "https://www.speedscope.app"}.get(kind, "run with -b cprofile"))
     if rank not in profiles:
         raise UsageError(f"{run_dir} has no cProfile file of rank {rank}: its ranks are "
                          f"{', '.join(map(str, sorted(profiles)))}")
