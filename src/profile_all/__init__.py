@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,16 +29,15 @@ __all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "attach", "compa
 show_reports_as_html()  # in a notebook's kernel; nothing elsewhere
 
 
+#: what is imported when asked: Report and load import pandas, never in the target's
+#: process; load_ipython_extension is IPython's (`%load_ext profile_all`: %%profile_all)
+_LAZY = {"Report": "profile_all.report.report", "load": "profile_all.runs.folder",
+         "load_ipython_extension": "profile_all.cell_magic"}
+
+
 def __getattr__(name: str) -> Any:
-    """Report and load import pandas: only when asked, never in the target's process."""
-    if name == "Report":
-        from profile_all.report.report import Report
-
-        return Report
-    if name == "load":
-        from profile_all.runs.folder import load
-
-        return load
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'profile_all' has no attribute {name!r}")
 
 

@@ -1,9 +1,8 @@
 """The `profile-all` command: a thin layer over the Python API.
 
-The target's own stdout and stderr pass through; what profile-all says (progress, the
-summary, paths) goes to stderr, so `profile-all run train.py > out.txt` keeps the script's
-output clean; with `--json` stdout holds the JSON alone (the script's output goes to
-stderr). Bad input is one line on stderr and exit code 2.
+The target's stdout and stderr pass through; what profile-all says (progress, the summary, paths)
+goes to stderr, so `profile-all run train.py > out.txt` keeps the script's output clean (with
+`--json` stdout holds the JSON alone, the script's output on stderr). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -92,11 +91,9 @@ def _finish(report: Any, drawing: Drawing, as_json: bool) -> None:
 
 
 def run(
-    script: Annotated[str, typer.Argument(metavar="SCRIPT",
-                                          help="the Python script to profile")],
+    script: Annotated[str, typer.Argument(metavar="SCRIPT", help="the Python script to profile")],
     script_args: Annotated[list[str] | None, typer.Argument(
-        metavar="[-- SCRIPT_ARGS...]", help="the script's own arguments, after --",
-        show_default=False)] = None,
+        metavar="[-- SCRIPT_ARGS...]", help="the script's arguments", show_default=False)] = None,
     backend: Annotated[list[str] | None, typer.Option(
         "--backend", "-b", metavar="NAME",
         help="a backend to run (repeat for several); default: "
@@ -252,8 +249,7 @@ def model(
 @app.command()
 @_one_line_errors
 def attach(
-    pid: Annotated[int, typer.Argument(metavar="PID",
-                                       help="the running Python process to profile")],
+    pid: Annotated[int, typer.Argument(metavar="PID", help="the running Python process")],
     duration: Annotated[float, typer.Option(
         metavar="SECONDS", help="how long to sample it (less if it ends)")] = 30.0,
     out: Annotated[Path | None, typer.Option(
