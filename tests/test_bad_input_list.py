@@ -46,7 +46,7 @@ def _files(tmp: Path) -> dict[str, str]:
 
 
 CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
-    (["run"], "Missing argument 'script'"),
+    (["run"], "Missing argument 'SCRIPT'"),
     (["run", "{tmp}/missing.py"], "script not found"),
     (["run", "{a_dir}"], "is a directory"),
     (["run", "{broken.py}"], "syntax error"),
@@ -81,7 +81,7 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["run", SCRIPT, "-o", "{full}"], "exists and is not empty"),
     (["run", SCRIPT, "-o", "{a_file}/run"], "cannot write the output folder"),
     (["run", SCRIPT, "-o", "{a_file}"], "is a file, not a folder: give -o a folder's name"),
-    (["model"], "Missing argument 'spec'"),
+    (["model"], "Missing argument 'SPEC'"),
     (["model", MODEL + ":mlp"], ":mlp() returned a module alone: give --input-shape, or "
                                 "return (module, example_inputs) from the factory"),
     (["model", MODEL + ":mlp", "--input-shape", "1,a"], "--input-shape wants positive integers"),
@@ -119,7 +119,7 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
      "Invalid value for '--repeat'"),
     (["model", MODEL + ":mlp", "--input-shape", "1,784", "--timeout", "nan"],
      "timeout must be a positive, finite number"),
-    (["ingest"], "Missing argument 'files"),
+    (["ingest"], "Missing argument 'FILE|DIR...'"),
     (["ingest", "{tmp}/missing.json"], "no such file"),
     (["ingest", "{empty.json}"], "empty file"),
     (["ingest", "{numbers.csv}"], "not a file profile-all reads"),
@@ -132,7 +132,7 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["show", "{a_file}"], "not a run directory"),
     (["show", "{not_a_run}", "--format", "xml"], "Invalid value for '--format'"),
     (["show", "{not_a_run}", "--top", "0"], "Invalid value for '--top'"),
-    (["compare", "{not_a_run}"], "Missing argument 'run_b'"),
+    (["compare", "{not_a_run}"], "Missing argument 'RUN_B'"),
     (["compare", "{tmp}/nope", "{tmp}/nope2"], "no such folder"),
     (["compare", "{not_a_run}", "{not_a_run}", "--fail-above", "abc"],
      "Invalid value for '--fail-above'"),
@@ -147,7 +147,7 @@ CLI = [  # (argv with {placeholders} for _files, a piece of the one line)
     (["view", "{not_a_run}", "--port", "99999", "--no-browser"], "port must be 1 to 65535"),
     (["view", "{not_a_run}", "--port", "0", "--no-browser"], "port must be at least 1"),
     (["view", "{tmp}/nope", "--no-browser"], "no such folder"),
-    (["merge"], "Missing argument 'run_dirs"),
+    (["merge"], "Missing argument 'NODE_DIR...'"),
     (["merge", "{tmp}/nope"], "merge wants two run directories or more"),
     (["merge", "{tmp}/nope", "{tmp}/nope2"], "no such folder"),
     (["nosuch"], "No such command 'nosuch'"),
