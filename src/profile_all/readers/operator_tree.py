@@ -23,9 +23,9 @@ from profile_all.readers import nesting
 from profile_all.rows import region_path, row
 
 
-def _nodes(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _nodes(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(per call its node or -1 beyond MAX_DEPTH, per node its parent node or -1, per node
-    its name's code), nodes numbered level by level."""
+    its name's code, the names by code), nodes numbered level by level."""
     parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
     codes, _names = pd.factorize(ops["name"])
     node = np.full(len(ops), -1)
@@ -40,7 +40,8 @@ def _nodes(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         node_parent.append(unique // (len(_names) + 1) - 1)
         node_name.append(unique % (len(_names) + 1))
         made += len(unique)
-    return node, np.concatenate(node_parent), np.concatenate(node_name)
+    return (node, np.concatenate(node_parent), np.concatenate(node_name),
+            _names.to_numpy(object))
 
 
 def operator_tree_rows(ops: pd.DataFrame, path: object) -> tuple[list[list[Any]], list[str]]:
@@ -48,8 +49,7 @@ def operator_tree_rows(ops: pd.DataFrame, path: object) -> tuple[list[list[Any]]
     the trace at `path`."""
     if ops.empty:
         return [], []
-    node, node_parent, node_name = _nodes(ops)
-    names = pd.factorize(ops["name"])[1].to_numpy(object)
+    node, node_parent, node_name, names = _nodes(ops)
     counted = node >= 0
     sums = {metric: np.bincount(node[counted], weights=ops[metric].to_numpy(float)[counted],
                                 minlength=len(node_parent))
