@@ -120,6 +120,22 @@ def test_a_trace_of_100000_distinct_range_names_gives_20000_regions(tmp_path):
     assert len(regions) == 20_000
 
 
+def _capped_ingest_said(trace, events: list[dict], doubt: str) -> pa.Report:
+    """`events` written to `trace` and ingested by the command under a 2 GiB cap: its
+    report, whose doubts say `doubt` once, of that file, and whose folder stays small."""
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = trace.parent / "run"
+    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
+                           "ingest", str(trace), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    report = pa.load(out)
+    said = [line for line in report.meta.doubts if doubt in line]
+    assert len(said) == 1 and said[0].startswith(f"{trace}: "), report.meta.doubts
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
+    return report
+
+
 def test_call_stacks_under_long_named_frames_are_bounded(tmp_path):
     """A torch 2 with_stack trace of 2,000 operators, each in a Python call of its own inside
     62 of 1,000-character names (a 0.4 MB trace): 124 MB of stacks unbounded; their text is
@@ -133,20 +149,10 @@ def test_call_stacks_under_long_named_frames_are_bounded(tmp_path):
         events += [frame(f"model.py({i}): forward", 1100 + i * 3, 2),
                    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
                     "ts": 1100.5 + i * 3, "dur": 1, "args": {}}]
-    trace = tmp_path / "stacks.json"
-    trace.write_text(json.dumps({"traceEvents": events}))
-    out = tmp_path / "run"
-    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
-                           "ingest", str(trace), "-o", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    report = pa.load(out)
-    said = [d for d in report.meta.doubts if "have no call stack" in d]
-    assert len(said) == 1 and said[0].startswith(f"{trace}: ") and "operators" in said[0]
+    report = _capped_ingest_said(tmp_path / "stacks.json", events, "have no call stack")
     stacks = report.operators(by="stack")
     assert 0 < len(stacks) < 2000 and stacks["call_stack"].str.len().sum() <= 2**20
     assert stacks["call_stack"].str.startswith("model.py(").all()
-    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
 
 
 def test_the_operator_tree_under_long_named_operators_is_bounded(tmp_path):
@@ -159,18 +165,9 @@ def test_the_operator_tree_under_long_named_operators_is_bounded(tmp_path):
     events = [op(f"{depth:02d}" + "o" * 1000, 1000 + depth, 9000 - 2 * depth)
               for depth in range(62)]
     events += [op(f"aten::leaf{i}", 1100 + i * 3, 1) for i in range(2000)]
-    trace = tmp_path / "tree.json"
-    trace.write_text(json.dumps({"traceEvents": events}))
-    out = tmp_path / "run"
-    done = subprocess.run(["prlimit", f"--as={2 * 2**30}", sys.executable, "-m", "profile_all",
-                           "ingest", str(trace), "-o", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    report = pa.load(out)
-    said = [d for d in report.meta.doubts if "nodes of the operator tree left out" in d]
-    assert len(said) == 1 and said[0].startswith(f"{trace}: ")
+    report = _capped_ingest_said(tmp_path / "tree.json", events,
+                                 "nodes of the operator tree left out")
     tree = report.operator_tree()
     # (the outer levels' own paths, 1,000 characters a level more each, fill it by level 45)
     assert 0 < len(tree) < 62 and (tree["path"].str.len() + tree["name"].str.len()
                                    ).sum() <= 2**20
-    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 40 * 2**20
