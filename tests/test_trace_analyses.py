@@ -476,3 +476,21 @@ def test_a_stack_cut_at_64_frames_says_so(tmp_path):
     frames = stack.split(";")
     assert frames[0] == "deep.py(69): f69" and frames[63] == "deep.py(6): f6"
     assert frames[64:] == ["…"]
+
+
+def test_a_stack_repeated_by_every_step_counts_once_against_the_budget(tmp_path):
+    """3,000 calls of one forward (a call event each) under 62 frames of 1,000-character
+    names: one distinct 62 KB stack, held by every operator (the budget counted it 3,000
+    times and left all but 16 without a stack)."""
+    events = [{"ph": "X", "cat": "python_function", "name": f"train.py({d}): " + "f" * 1000,
+               "pid": 1, "tid": 1, "ts": d, "dur": 10**6 - 2 * d} for d in range(62)]
+    for i in range(3000):
+        events += [{"ph": "X", "cat": "python_function", "name": "model.py(5): forward",
+                    "pid": 1, "tid": 1, "ts": 100 + 10 * i, "dur": 5},
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": 101 + 10 * i, "dur": 2, "args": {}}]
+    (tmp_path / "steps.json").write_text(json.dumps({"traceEvents": events}))
+    report = pa.ingest([tmp_path / "steps.json"], out=tmp_path / "run")
+    stacks = report.operators(by="stack")
+    assert stacks["calls"].tolist() == [3000]
+    assert not [d for d in report.meta.doubts if "call stack" in d]

@@ -35,6 +35,7 @@ def call_stacks(frames: list[tuple], ops: pd.DataFrame) -> tuple[np.ndarray, int
         ["thread", "ts", "dur"], ascending=[True, True, False], kind="stable",
         ignore_index=True)
     budget, used, left_out = nesting.path_budget(len(table)), 0, 0
+    made: dict[str, str] = {}  # each distinct stack once: every step's calls repeat them
     op_threads = ops.groupby("thread", sort=False).indices
     op_starts = ops["ts"].to_numpy(float)
     for thread, positions in table.groupby("thread", sort=False).indices.items():
@@ -53,8 +54,11 @@ def call_stacks(frames: list[tuple], ops: pd.DataFrame) -> tuple[np.ndarray, int
                 chain.append(names[at])
                 at = parent[at]
             text = ";".join(chain) + (CUT if at >= 0 else "")
-            if used + len(text) <= budget:
-                texts[frame], used = text, used + len(text)
+            if text in made:
+                texts[frame] = made[text]
+            elif used + len(text) <= budget:
+                texts[frame] = made[text] = text
+                used += len(text)
         got = texts[inside]
         left_out += int(((inside >= 0) & pd.isna(got)).sum())
         stacks[op_threads[thread]] = got
