@@ -5,6 +5,7 @@ syntax or need what this machine lacks (several machines, minutes of benchmarks)
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -18,6 +19,8 @@ from conftest import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+#: a block's line naming the optional modules its next commands need: `# needs: lightning`
+NEEDS = re.compile(r"^#\s*needs:\s*(.+)$")
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -43,10 +46,22 @@ def test_the_pages_have_shell_blocks():
 def test_a_shell_block_runs_as_written(clone_folder, page, number, block):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
            f"{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    skipped: list[str] = []
+    missing: list[str] = []
     for command in [line for line in block.splitlines() if line.strip()]:
+        needs = NEEDS.match(command)
+        if needs:
+            missing = [module for module in needs.group(1).split()
+                       if importlib.util.find_spec(module) is None]
+            continue
+        if missing:
+            skipped.append(f"{command} (needs {', '.join(missing)}: make test-extras)")
+            continue
         done = subprocess.run(["bash", "-c", command], cwd=clone_folder, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{page} block {number}: {command}\n{done.stderr[-3000:]}"
+    if skipped:
+        pytest.skip("; ".join(skipped))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(REPO).as_posix())

@@ -19,7 +19,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from profile_all import backends, regions
+from profile_all import backends, frameworks, regions
 from profile_all.backends.base import Backend, listen_to
 from profile_all.compile_watch import CompileWatch, compile_rows
 from profile_all.errors import one_line
@@ -161,6 +161,7 @@ class PassRun:
         self.compiles = CompileWatch()
         self.compiles.intervals = self.ctx.compiling
         self.profilers = ProfilerWatch()  # the profilers the target runs itself
+        self.unmark_frameworks = lambda: None  # frameworks.watch()'s undo, once started
         #: the passes this one hosts in windows of steps, and their results once finished
         self.windows = Windows(spec.windows, spec.windows_after, self.ctx, spec.options) \
             if spec.windows else None
@@ -175,6 +176,7 @@ class PassRun:
         for module in self.spec.preimport:
             importlib.import_module(module)
         self.compiles.start()  # before the backends, which subscribe to it
+        self.unmark_frameworks = frameworks.watch()
         self.profilers.start()  # before the backends, whose own patches come and go inside
         options = self.spec.options
         for name in self.spec.backends:
@@ -239,6 +241,7 @@ class PassRun:
         regions.listen(())
         self.clock.stop()
         self.compiles.stop()
+        self.unmark_frameworks()
         unheard = self.clock.unheard()
         for backend in self.hearing if len(unheard) else ():
             backend.steps_found(unheard)
