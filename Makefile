@@ -1,5 +1,9 @@
 # Quick start: `make demo` profiles the bundled example; `make test` runs the tests.
-# Both create .venv when it is absent. torch is installed first, pinned, only when the
+# `make install` is a user's install (the tool and what it runs); `make dev` adds the
+# developer's (pytest, ruff, the architecture checks, a notebook kernel), which `make test`
+# and `make lint` install first; `make test-extras` the optional libraries that some tests
+# set profile-all beside (HTA, TensorBoard's plugin, Lightning, HuggingFace's Trainer).
+# Each creates .venv when it is absent. torch is installed first, pinned, only when the
 # venv lacks it: a bare `torch>=2.2` resolved from scratch would pull a multi-GB CUDA build.
 
 PYTHON ?= python3
@@ -7,12 +11,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install compiled hta tb-plugin demo test lint bench gpu-check clean
+.PHONY: install dev compiled hta tb-plugin frameworks test-extras demo test lint bench \
+	gpu-check clean
 
 $(BIN)/profile-all: pyproject.toml setup.py src/profile_all/_region_fast.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_PIN)"
-	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+$(VENV)/.dev: $(BIN)/profile-all
+	$(BIN)/python -m pip install -e ".[dev]"
 	touch $@
 
 # An editable install leaves the sources uncompiled, and where PYTHONDONTWRITEBYTECODE is
@@ -23,25 +32,34 @@ compiled: $(BIN)/profile-all
 	$(BIN)/python -m compileall -q src
 
 install: $(BIN)/profile-all compiled
+	@echo "profile-all is $(BIN)/profile-all: '. $(BIN)/activate' puts it on the PATH"
+
+dev: $(VENV)/.dev compiled
 
 # Holistic Trace Analysis, for the test and script that set profile-all's trace analyses
 # beside HTA's own (scripts/checks/against_hta.py): without its jupyterlab requirement,
 # which computing needs not
-hta: install
+hta: dev
 	$(BIN)/python -m pip install --no-deps "HolisticTraceAnalysis==0.5.0" pydot pyyaml networkx
 
 # TensorBoard's profiler plugin (torch-tb-profiler, with tensorboard), for the test and
 # script that set profile-all's views beside the plugin's own (scripts/checks/against_tb_plugin.py)
-tb-plugin: install
+tb-plugin: dev
 	$(BIN)/python -m pip install "torch-tb-profiler==0.4.3"
+
+# PyTorch Lightning and HuggingFace's Trainer, for the tests of their integrations
+frameworks: dev
+	$(BIN)/python -m pip install -e ".[lightning,huggingface]"
+
+test-extras: hta tb-plugin frameworks
 
 demo: install
 	$(BIN)/profile-all run scripts/examples/train_mlp.py -- --steps 100
 
-lint: install
+lint: dev
 	$(BIN)/ruff check .
 
-test: install
+test: dev
 	$(BIN)/python -m pytest
 
 bench: install
