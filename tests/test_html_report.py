@@ -128,36 +128,111 @@ def sampled_run(tmp_path_factory):
     return out
 
 
+def _bars(figure: dict) -> list[tuple[int, str, float, float]]:
+    """A flame graph's bars: (level, label, start, width), from every package's trace."""
+    return [(level, label, start, width) for trace in figure["data"]
+            for level, label, start, width in zip(trace["y"], trace["text"], trace["base"],
+                                                  trace["x"], strict=True)]
+
+
 @pytest.mark.parametrize("which", ["speed", "recursive", "sampled"])
 def test_the_call_tree_draws_in_a_real_browser(which, run_dir, recursive_run, sampled_run,
                                                tmp_path):
-    """cProfile's icicle and py-spy's flame graph are drawn, a box a node, offline, and
-    plotly.js says nothing (it refuses, with a console warning and a blank chart, a node
-    smaller than its children)."""
+    """cProfile's call tree and py-spy's flame graph are drawn, a bar a node, offline, each
+    on its caller's span, coloured by package, and plotly.js says nothing."""
     folder = {"speed": run_dir, "recursive": recursive_run, "sampled": sampled_run}[which]
     page = (folder / "report.html").read_text()
     figures = _chart_data(page)
-    [index] = [i for i, f in enumerate(figures) if f["data"][0]["type"] == "icicle"]
-    nodes = len(figures[index]["data"][0]["ids"])
-    root = figures[index]["data"][0]["labels"][0]
+    [index] = [i for i, f in enumerate(figures) if f["layout"].get("meta", {}).get("widen")]
+    figure = figures[index]
+    bars = _bars(figure)
+    roots = [bar for bar in bars if bar[0] == 0]
+    # every bar lies inside a bar one level nearer the root (its caller's span)
+    for level, label, start, width in bars:
+        if level:
+            assert any(start >= outer[2] - 1e-9 and start + width <= outer[2] + outer[3] + 1e-6
+                       for outer in bars if outer[0] == level - 1), label
+    assert len({trace["marker"]["color"] for trace in figure["data"]}) == len(figure["data"])
     if which == "sampled":  # a flame graph: the thread at the bottom, the script on it
-        assert figures[index]["layout"]["title"]["text"].startswith("Flame graph, sampled")
-        assert figures[index]["data"][0]["tiling"] == {"orientation": "v", "flip": "y"}
-        assert root == "thread MainThread"
-        assert figures[index]["data"][0]["labels"][1].endswith(":1(<module>)")
+        assert figure["layout"]["title"]["text"].startswith("Flame graph, sampled")
+        assert figure["layout"]["yaxis"]["autorange"] is True
+        assert [root[1] for root in roots] == ["thread MainThread"]
+        assert any(label.endswith(":1(<module>)") for level, label, *_ in bars if level == 1)
+        assert {trace["name"] for trace in figure["data"]} >= {"thread", "two_costs"}
     elif which == "speed":  # cProfile's window of steps: what the script called in them
-        assert "profile_all" not in root and "time.sleep" in root, root
+        assert figure["layout"]["yaxis"]["autorange"] == "reversed"
+        assert all("profile_all" not in root[1] for root in roots)
+        assert any("time.sleep" in root[1] for root in roots), roots
     else:
-        assert root.endswith(":1(<module>)") and "profile_all" not in root, root
+        assert any(root[1].endswith(":1(<module>)") for root in roots), roots
+        assert all("profile_all" not in root[1] for root in roots)
     console: list[str] = []
     title = _in_chromium(page, """
 setTimeout(function () {
-  var boxes = document.querySelectorAll('#chart-INDEX .trace.icicle path.surface').length;
-  if (document.title.indexOf('ERROR') !== 0) { document.title = 'BOXES ' + boxes; }
+  var bars = document.querySelectorAll('#chart-INDEX .trace.bars .point').length;
+  if (document.title.indexOf('ERROR') !== 0) { document.title = 'BARS ' + bars; }
 }, 1500);""".replace("INDEX", str(index)), tmp_path, console)
-    assert nodes >= (1 if which == "speed" else 3)  # speed.py's steps: two sleeps, flat
-    assert title == f"BOXES {nodes}", (title, console)
+    assert len(bars) >= (1 if which == "speed" else 3)  # speed.py's steps: two sleeps, flat
+    assert title == f"BARS {len(bars)}", (title, console)
     assert not [line for line in console if "WARN" in line or "rror" in line], console
+
+
+def test_a_click_on_a_bar_widens_the_flame_graph_to_it(recursive_run, tmp_path):
+    page = (recursive_run / "report.html").read_text()
+    figures = _chart_data(page)
+    [index] = [i for i, f in enumerate(figures) if f["layout"].get("meta", {}).get("widen")]
+    level, label, start, width = max((bar for bar in _bars(figures[index]) if bar[0] == 2),
+                                     key=lambda bar: bar[3])
+    title = _in_chromium(page, """
+setTimeout(function () {
+  var chart = document.getElementById('chart-INDEX');
+  var trace = chart.data.find(function (t) { return t.text.indexOf(LABEL) >= 0; });
+  var at = trace.text.indexOf(LABEL);
+  chart.emit('plotly_click', {points: [{customdata: trace.customdata[at]}]});
+  setTimeout(function () {
+    if (document.title.indexOf('ERROR') !== 0) {
+      document.title = JSON.stringify(chart.layout.xaxis.range);
+    }
+  }, 300);
+}, 1500);""".replace("INDEX", str(index)).replace("LABEL", json.dumps(label)), tmp_path)
+    assert json.loads(title) == pytest.approx([start, start + width])
+
+
+def test_a_long_table_shows_its_top_rows_and_sorts_empty_cells_last(tmp_path):
+    """250 rows: the first 100 shown, a button for the rest; a column with empty cells
+    sorts them last whichever way."""
+    frame = pd.DataFrame({"name": [f"row {i}" for i in range(250)],
+                          "time": [f"{i} ms" if i % 3 else "" for i in range(250)]})
+    page = (f"<!DOCTYPE html><html><head><title>t</title></head><body>"
+            f"{html.table_html(frame)}<script>{html.TABLE_JS}</script></body></html>")
+    title = _in_chromium(page, """
+var table = document.querySelector('table');
+function shown() {
+  return Array.prototype.filter.call(table.tBodies[0].rows,
+                                     function (row) { return !row.hidden; });
+}
+var more = document.querySelector('button.more');
+var before = [shown().length, more.textContent];
+var header = table.querySelectorAll('th')[1];
+header.click();
+var down = [shown()[0].cells[1].textContent, table.tBodies[0].rows[249].cells[1].textContent];
+header.click();
+var up = [shown()[0].cells[1].textContent, table.tBodies[0].rows[249].cells[1].textContent];
+more.click();
+var after = [shown().length, more.hidden];
+if (document.title.indexOf('ERROR') !== 0) {
+  document.title = JSON.stringify([before, down, up, after]);
+}""", tmp_path)
+    assert json.loads(title) == [[100, "show the other 150 rows"], ["248 ms", ""],
+                                 ["1 ms", ""], [250, True]], title
+
+
+def test_the_page_is_small_with_every_chart(run_dir):
+    """plotly.js's partial bundle, not the 4.8 MB full one: the page under 1.5 MB."""
+    page = (run_dir / "report.html").read_text()
+    assert html.plotly_js() in page
+    assert len(_chart_data(page)) >= 4
+    assert (run_dir / "report.html").stat().st_size < 1.5e6
 
 
 def test_tables_hold_every_row_and_sort_and_filter_in_a_browser(run_dir, tmp_path):

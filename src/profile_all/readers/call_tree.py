@@ -1,4 +1,4 @@
-"""The call tree of a pstats profile, for an icicle chart: who called whom, for how long.
+"""The call tree of a pstats profile, for a flame graph: who called whom, for how long.
 
 pstats keeps one edge per (caller, callee) pair, with the callee's cumulative time in the
 calls from that caller; not one per call path. The tree is unfolded from the root (of the
@@ -11,16 +11,17 @@ MAX_PATH_CHARS characters in all, is left out (its time stays in its caller's): 
 pstats file of a 500-deep chain of functions sharing one 20,000-character file name
 (marshal stores it once) derived paths of gigabytes, a MemoryError.
 
-A node never holds less than its children together (an icicle's `branchvalues="total"`
-refuses such a tree and draws nothing). Under recursion pstats' edge times can claim more:
-cProfile counts a function's cumulative time, and each edge's, only in the outermost of
-the calls nested in each other, so when X calls Y and Y calls X again (torch's
-`Module._call_impl` -> `Sequential.forward` -> `_call_impl` of each layer), X's edge to a
-callee of the inner X is counted in full beside the edge to Y that already holds it. So
-the rule: a node's value is what it was measured (the root's cumulative time) or given
-by its caller; when its callees' scaled edge times add up to more than that, each is
-scaled down by the same factor so that together they hold exactly the node's value (a
-child never claims more than its parent, and their shares stay as pstats measured them).
+A node never holds less than its children together (a flame graph's bars lie on their
+caller's; Plotly's icicle refused such a tree and drew nothing). Under recursion pstats'
+edge times can claim more: cProfile counts a function's cumulative time, and each edge's,
+only in the outermost of the calls nested in each other, so when X calls Y and Y calls X
+again (torch's `Module._call_impl` -> `Sequential.forward` -> `_call_impl` of each
+layer), X's edge to a callee of the inner X is counted in full beside the edge to Y that
+already holds it. So the rule: a node's value is what it was measured (the root's
+cumulative time) or given by its caller; when its callees' scaled edge times add up to
+more than that, each is scaled down by the same factor so that together they hold exactly
+the node's value (a child never claims more than its parent, and their shares stay as
+pstats measured them).
 
 In a profile that profile-all made (`cprofile.prof`: the pass's `runner/inside/pass_run.py`
 `run_target` is a root; in a window of steps, the step clock's hook that stopped it, and

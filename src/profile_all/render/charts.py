@@ -15,7 +15,7 @@ import pandas as pd
 
 from profile_all.pass_record import PassRecord
 from profile_all.render import trace_charts
-from profile_all.render.call_icicle import call_icicles
+from profile_all.render.flame_graph import call_flames
 from profile_all.render.status import since
 from profile_all.rows import DERIVED, region_paths
 
@@ -275,7 +275,7 @@ def all_charts(report: Report) -> list[tuple[str, Figure]]:
              *trace_charts.gpu_over_time(report),
              *trace_charts.held_memory(report), *trace_charts.device_memory(report),
              ("Regions over time", region_timeline(report)),
-             ("Top functions", top_functions(report)), *call_icicles(report),
+             ("Top functions", top_functions(report)), *call_flames(report),
              ("Top operators", top_operators(report)),
              ("Top kernels", top_kernels(report)), ("FLOP counters", counters(report))]
     return [(title, figure) for title, figure in drawn if figure is not None]

@@ -11,7 +11,6 @@ element or open another.
 from __future__ import annotations
 
 import html
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,7 @@ th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left;
 th { background: #f6f8fa; cursor: pointer; }
 th[aria-sort=descending]::after { content: " ▼"; } th[aria-sort=ascending]::after { content: " ▲"; }
 input.filter { margin: .3em 0; padding: 2px 6px; width: 18em; }
+button.more { margin: .2em 0 .8em; }
 td { max-width: 42em; overflow-wrap: anywhere; }
 .chart { width: 100%; min-height: 200px; }
 .status-ok { color: #1a7f37; } .status-bad { color: #cf222e; }
@@ -55,15 +55,19 @@ def text(value: object) -> str:
     return html.escape(visible(str(value)), quote=True)
 
 
-#: sorts a table by a header's column (a click; again: the other way) and filters its rows
-#: by the text typed above it; figures sort by value (`1.2 ms` < `3 s`, `2 KiB` < `1 MiB`)
+#: sorts a table by a header's column (a click; again: the other way; empty cells last
+#: either way) and filters its rows by the text typed above it; figures sort by value
+#: (`1.2 ms` < `3 s`, `2 KiB` < `1 MiB`). A table shows its first SHOWN rows (sorted and
+#: filtered), a button the rest: a DDP run's 5,001-row table made a page 132,000 px tall.
 TABLE_JS = """
 (function () {
+  var SHOWN = 100;
   var scale = {ns: 1e-9, 'µs': 1e-6, ms: 1e-3, s: 1, B: 1, KiB: 1024, MiB: 1048576,
                GiB: 1073741824, '%': 0.01, x: 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15};
   var figure = new RegExp(/^\\s*([+-]?[\\d,]*\\.?\\d+(?:e[+-]?\\d+)?)\\s*/.source +
                           /(ns|µs|ms|s|B|KiB|MiB|GiB|%|x|k|M|G|T|P)?\\b/.source);
   function key(text) {
+    if (!text.trim()) { return [2, '']; }
     var m = figure.exec(text);
     if (!m) { return [1, text.toLowerCase()]; }
     return [0, parseFloat(m[1].replace(/,/g, '')) * (scale[m[2]] || 1)];
@@ -74,13 +78,33 @@ TABLE_JS = """
   }
   document.querySelectorAll('table.sortable').forEach(function (table) {
     var body = table.tBodies[0];
+    var filter = table.parentNode.previousElementSibling;
+    var more = document.createElement('button');
+    var whole = false;
+    function refresh() {
+      var wanted = filter.value.toLowerCase();
+      var matched = 0;
+      Array.prototype.forEach.call(body.rows, function (row) {
+        var match = wanted === '' || row.textContent.toLowerCase().indexOf(wanted) >= 0;
+        matched += match ? 1 : 0;
+        row.hidden = !match || (!whole && matched > SHOWN);
+      });
+      more.hidden = whole || matched <= SHOWN;
+      more.textContent = 'show the other ' + (matched - SHOWN).toLocaleString() + ' rows';
+    }
+    more.className = 'more';
+    more.addEventListener('click', function () { whole = true; refresh(); });
+    table.parentNode.parentNode.insertBefore(more, table.parentNode.nextSibling);
     table.querySelectorAll('thead th').forEach(function (th, column) {
       th.addEventListener('click', function () {
         var down = th.getAttribute('aria-sort') !== 'descending';
         var rows = Array.prototype.slice.call(body.rows).map(function (row) {
           return [key(row.cells[column].textContent), row];
         });
-        rows.sort(function (a, b) { return compare(a[0], b[0]) * (down ? -1 : 1); });
+        rows.sort(function (a, b) {
+          var empty = (a[0][0] === 2) - (b[0][0] === 2);
+          return empty || compare(a[0], b[0]) * (down ? -1 : 1);
+        });
         var sorted = document.createDocumentFragment();
         rows.forEach(function (pair) { sorted.appendChild(pair[1]); });
         body.appendChild(sorted);
@@ -88,15 +112,11 @@ TABLE_JS = """
           other.removeAttribute('aria-sort');
         });
         th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
+        refresh();
       });
     });
-    var filter = table.parentNode.previousElementSibling;
-    filter.addEventListener('input', function () {
-      var wanted = filter.value.toLowerCase();
-      Array.prototype.forEach.call(body.rows, function (row) {
-        row.hidden = wanted !== '' && row.textContent.toLowerCase().indexOf(wanted) < 0;
-      });
-    });
+    filter.addEventListener('input', refresh);
+    refresh();
   });
 })();
 """
@@ -123,14 +143,30 @@ def table_html(frame: pd.DataFrame, total: int | None = None) -> str:
             f"<thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table></div>{note}")
 
 
+#: plotly.js's partial bundle of the traces the charts draw (scatter and bar): 1.2 MB
+#: where the plotly package's full one is 4.8 MB (vendor/README.md)
+PLOTLY_JS = Path(__file__).parent / "vendor" / "plotly-basic.min.js"
+
+
 def plotly_js() -> str | None:
-    """plotly.js as the plotly package ships it (read, never imported: no Python plotting
-    library is loaded to write a report); None without plotly."""
-    spec = importlib.util.find_spec("plotly")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    """plotly.js, inlined in the page; None where the file is missing (a broken install:
+    the page says so and keeps its tables)."""
+    return PLOTLY_JS.read_text(encoding="utf-8") if PLOTLY_JS.is_file() else None
+
+
+#: draws a figure; a click on a bar of a flame graph (`meta.widen`) widens the chart to it
+DRAW_JS = """function (figure, index) {
+  Plotly.newPlot('chart-' + index, figure.data, figure.layout,
+                 // names are text, never LaTeX: a region named "$x$" is shown as it is
+                 {responsive: true, displaylogo: false, typesetMath: false})
+    .then(function (chart) {
+      if (!(figure.layout.meta && figure.layout.meta.widen)) { return; }
+      chart.on('plotly_click', function (event) {
+        var bar = event.points[0].customdata;
+        Plotly.relayout(chart, {'xaxis.range': [bar[1], bar[2]]});
+      });
+    });
+}"""
 
 
 def _charts(report: Report, script: str | None) -> str:
@@ -138,8 +174,9 @@ def _charts(report: Report, script: str | None) -> str:
     if not figures:
         return ""
     if script is None:
-        return ("<p>The charts need plotly.js, which comes with the plotly package "
-                "(pip install plotly); the tables below hold the same numbers.</p>")
+        return (f"<p>The charts need plotly.js ({text(PLOTLY_JS)}), missing from this "
+                "install (reinstall profile-all); the tables below hold the same "
+                "numbers.</p>")
     divs = "".join(f'<div class="chart" id="chart-{index}" title="{text(title)}"></div>'
                    for index, (title, _figure) in enumerate(figures))
     data = orjson.dumps([visible_all(figure) for _title, figure in figures],
@@ -148,11 +185,7 @@ def _charts(report: Report, script: str | None) -> str:
     return (f"{divs}<script>{script}</script>"
             f'<script type="application/json" id="chart-data">{data}</script>'
             "<script>JSON.parse(document.getElementById('chart-data').textContent)"
-            ".forEach(function (figure, index) { Plotly.newPlot('chart-' + index, "
-            # names are text, never LaTeX: a region named "$x$" is shown as it is
-            "figure.data, figure.layout, {responsive: true, displaylogo: false, "
-            "typesetMath: false}); });"
-            "</script>")
+            f".forEach({DRAW_JS});</script>")
 
 
 def section_html(anchor: str, title: str, body: str) -> str:
@@ -163,7 +196,7 @@ def body(report: Report, with_charts: bool = False,
          shown: list[sections.Shown] | None = None, top: int | None = None) -> str:
     """The page's content, without <html> and <head>: every row of every table (`top`:
     the first rows of the long ones); the charts with plotly.js inlined `with_charts`
-    (a Report in a notebook, render.notebook, shows the rest: no 5 MB of script in a cell)."""
+    (a Report in a notebook, render.notebook, shows the rest: no 1.2 MB of script in a cell)."""
     meta = report.meta
     status = meta.status or "?"
     css_class = "status-ok" if status == "complete" else "status-bad"
