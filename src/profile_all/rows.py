@@ -69,6 +69,13 @@ UNIT_OF_METRIC = {
     # a model's median latency on CPU with glibc's heap held, where its timing pass's
     # iterations faulted pages in (model/allocator.py)
     "latency_memory_kept": "s",
+    # ... and just before it, as it is (the two blocks of the comparison), its page faults
+    # an iteration then, a page fault's time on the machine, the machine's speed change
+    # around the two blocks (a ratio)
+    "latency_memory_given_back": "s",
+    "page_faults_given_back": "count",
+    "page_fault_cost": "s",
+    "timing_drift": "ratio",
     "peak_memory": "B",
     "bytes": "B",
     "gpu_span": "s",

@@ -23,13 +23,24 @@ on what lies at the heap's top), so a latency measured without faults is not giv
 upper bound: its page faults (none) say which state it is.
 
 mallopt fixes a threshold for the rest of the process, so the probe runs last, after
-everything the pass reports of the process's own state. glibc on Linux only.
+everything the pass reports of the process's own state, and the two states cannot take
+turns. So the comparison is of two blocks timed one after the other at the end: the
+iterations as they are (the batch search may have moved the thresholds since the timing),
+then with the heap held; and a gauge of the machine's speed (a pure-Python loop) is
+timed before, between and after them, so that a machine whose load changed between the
+blocks (a 54.79x "speed-up" once) is said, not taken for the allocator's. Beside it, what
+the faults can cost: a page fault's time measured here (a fresh anonymous mapping's pages
+touched once, less the same loop over pages already in) times the faults an iteration.
+glibc on Linux only.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import mmap
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,17 +71,62 @@ def _hold(libc: Any) -> bool:
         libc.mallopt(M_MMAP_THRESHOLD, _MMAP_MAX))
 
 
+def fault_cost(pages: int = 2048) -> float:
+    """Seconds a page fault takes on this machine now: the best of 3 of (touching each page
+    of a fresh anonymous mapping once, less touching them again) over the pages."""
+    best = float("inf")
+    for _ in range(3):
+        mapped = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        try:
+            offsets = range(0, pages * mmap.PAGESIZE, mmap.PAGESIZE)
+            started = time.perf_counter()
+            for offset in offsets:
+                mapped[offset] = 1
+            faulted = time.perf_counter()
+            for offset in offsets:
+                mapped[offset] = 2
+            best = min(best, (2 * faulted - started - time.perf_counter()) / pages)
+        finally:
+            mapped.close()
+    return max(best, 0.0)
+
+
+def gauge(repeats: int = 5) -> float:
+    """The machine's speed now: the median time of a pure-Python loop (no heap growth)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        sum(range(20_000))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def probe(step: Callable[[], Any], natural: Timing, *, warmup: int, iters: int | None,
           budget_seconds: float) -> dict[str, Any]:
-    """`step` timed again with the heap held where `natural`'s iterations faulted (`iters`
-    times, else adaptively within `budget_seconds`): {"median", "page_faults"}; {} where
-    they did not, or glibc's mallopt is not there."""
+    """`step` timed as it is, then with the heap held, where `natural`'s iterations faulted
+    (`iters` times, else adaptively within `budget_seconds` each): {"median" (held),
+    "page_faults" (held), "before", "before_page_faults", "fault_cost", "drift" (the
+    gauge's largest change around them, a ratio)}; {} where they did not fault, or do no
+    longer, or glibc's mallopt is not there."""
     from profile_all.model.timing_method import latency_statistics
 
     libc = _glibc() if natural.page_faults > FAULTING else None
-    if libc is None or not _hold(libc):
+    if libc is None:
         return {}
-    timing = measure(step, warmup=max(warmup, 3), iters=iters, budget_seconds=budget_seconds,
-                     min_seconds=min(0.3, budget_seconds))
-    return {"median": latency_statistics(timing.samples)["median"],
-            "page_faults": timing.page_faults}
+
+    def timed() -> Timing:
+        return measure(step, warmup=max(warmup, 3), iters=iters,
+                       budget_seconds=budget_seconds, min_seconds=min(0.3, budget_seconds))
+
+    gauges = [gauge()]
+    before = timed()
+    gauges.append(gauge())
+    if before.page_faults <= FAULTING or not _hold(libc):
+        return {}
+    held = timed()
+    gauges.append(gauge())
+    return {"median": latency_statistics(held.samples)["median"],
+            "page_faults": held.page_faults,
+            "before": latency_statistics(before.samples)["median"],
+            "before_page_faults": before.page_faults, "fault_cost": fault_cost(),
+            "drift": max(gauges) / min(gauges) - 1}

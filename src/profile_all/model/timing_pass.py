@@ -135,7 +135,13 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
         held = allocator.probe(work.marked, timing, warmup=target.warmup, iters=target.iters,
                                budget_seconds=min(target.budget_seconds, 1.0))
         if held:
-            rows.append(row("model", name, "latency_memory_kept", held["median"],
-                            stat="median"))
+            rows += [row("model", name, "latency_memory_kept", held["median"], stat="median"),
+                     row("model", name, "latency_memory_given_back", held["before"],
+                         stat="median"),
+                     row("model", name, "page_faults_given_back", held["before_page_faults"],
+                         stat="mean", unit="count"),
+                     row("model", name, "page_fault_cost", held["fault_cost"], stat="value"),
+                     row("model", name, "timing_drift", held["drift"], stat="value",
+                         unit="ratio")]
             facts["memory_kept"] = held
     return rows, facts

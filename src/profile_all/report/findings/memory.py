@@ -144,33 +144,61 @@ def near_capacity(report: RunData) -> list[Finding]:
 
 #: a model's latency this much above its latency with the heap held is said
 ALLOCATOR_SHARE = 0.05
+#: the comparison is hedged where the machine's speed changed this much around its two
+#: blocks, or where the difference is over this many times what the faults can cost
+#: (a fault's own time, measured; glibc's trims and the cold pages add to it: small_cnn's
+#: 670 faults an iteration cost 1.8 us each against 3.5 us measured for a bare fault)
+DRIFT, FAULT_SLACK = 0.10, 3.0
 
 
 def allocator(report: RunData) -> list[Finding]:
     """A model's CPU latency that holds the allocator's page faults: its iterations
-    faulted pages in, and ran over ALLOCATOR_SHARE faster with the heap held."""
+    faulted pages in, and ran over ALLOCATOR_SHARE faster with the heap held (the two
+    blocks timed one after the other; the timing pass's median for runs before them)."""
     latency = report.latency()
     out = []
     for (run_pass, name), rows in latency.groupby(["pass", "name"], sort=False):
         value = dict(zip(zip(rows["metric"], rows["stat"], strict=True), rows["value"],
                          strict=True))
-        median, faults = value.get(("latency", "median")), value.get(("page_faults", "mean"))
+        median = value.get(("latency_memory_given_back", "median"),
+                           value.get(("latency", "median")))
+        faults = value.get(("page_faults_given_back", "mean"),
+                           value.get(("page_faults", "mean")))
         kept = value.get(("latency_memory_kept", "median"))
         if median is None or faults is None or kept is None \
                 or not median > kept * (1 + ALLOCATOR_SHARE):
             continue
+        doubt, trust = _allocator_doubt(value, faults, median - kept)
         out.append(Finding(
-            "memory", f"the allocator's page faults hold {fmt.share(1 - kept / median)} of "
-            f"the latency: each iteration faulted in {faults:,.0f} pages as glibc gave freed "
-            f"memory back to the OS and took it again; with its heap held, "
-            f"{fmt.seconds(kept)} instead of {fmt.seconds(median)} ({median / kept:.2f}x). "
-            "Fresh processes of one program differ in this (glibc's thresholds move with "
-            "what was freed before), so yours may see either", weight=1 - kept / median,
+            "memory", f"the allocator's page faults {'may ' if trust < 1 else ''}hold "
+            f"{fmt.share(1 - kept / median)} of the latency: each iteration faulted in "
+            f"{faults:,.0f} pages as glibc gave freed memory back to the OS and took it "
+            f"again; with its heap held, {fmt.seconds(kept)} instead of "
+            f"{fmt.seconds(median)} ({median / kept:.2f}x){doubt}. Fresh processes of one "
+            "program differ in this (glibc's thresholds move with what was freed before), "
+            "so yours may see either", weight=(1 - kept / median) * trust,
             share=1 - kept / median, amount=median - kept, unit="s",
             evidence=f"pass {run_pass} {name}: {faults:,.0f} page faults an iteration; the "
-                     "same iterations timed again with the heap held, after the timing"
-                     + latency_doubt(report),
+                     "same iterations timed as they were, then with the heap held, one "
+                     "block after the other after the timing" + latency_doubt(report),
             suggestion="MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_MMAP_THRESHOLD_=33554432 in "
                        "the environment (glibc keeps what the process frees), or jemalloc "
                        "or tcmalloc by LD_PRELOAD"))
     return out
+
+
+def _allocator_doubt(value: dict, faults: float, difference: float) -> tuple[str, float]:
+    """(what makes the comparison uncertain, said after it; how much to trust it)."""
+    drift = value.get(("timing_drift", "value"))
+    cost = value.get(("page_fault_cost", "value"))
+    if drift is not None and drift > DRIFT:
+        return (f", uncertain: the machine's speed changed by {drift:.0%} between the two "
+                "timings (a pure-Python loop timed around them)"), 0.5
+    if cost and difference > FAULT_SLACK * faults * cost:
+        return (f", more than {faults:,.0f} faults can cost ({fmt.seconds(faults * cost)} "
+                f"at {fmt.seconds(cost)} each, measured here): the rest is something else, "
+                "the machine's load perhaps"), 0.5
+    if cost:
+        return (f"; {faults:,.0f} faults cost about {fmt.seconds(faults * cost)} at "
+                f"{fmt.seconds(cost)} each, measured here"), 1.0
+    return "", 1.0
