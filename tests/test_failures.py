@@ -40,7 +40,7 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
     first_found = report.findings().iloc[0]  # the answer first: it failed, before hot spots
     assert first_found["rule"] == "failure"
     said = "the run was stopped in pass 1: " if status == "interrupted" else \
-        f"the script stopped with exit code {exit_code} in every pass: "
+        f"the script stopped with exit code {exit_code} in "
     assert first_found["finding"].startswith(said)
     assert error in first_found["finding"]
     return report
@@ -80,13 +80,28 @@ def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error
         assert "runpy" not in traceback and "profile_all" not in traceback
 
 
-def test_timeout_stops_each_pass_and_exits_124(tmp_path):
+@pytest.mark.parametrize("on_timeout", ["stop", "continue"])
+def test_timeout_stops_the_pass_says_where_it_hung_and_exits_124(tmp_path, on_timeout):
+    """The pass stopped at its timeout says where the script hung (py-spy's dump of it);
+    by default no later pass runs the script into the same hang."""
     run_dir = tmp_path / "run"
     # 4 s: a pass forked from the server starts its target at once (torch imported there;
     # the wait for the server's import is not the pass's)
-    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "4", "--", "sleep")
+    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "4",
+                         "--on-timeout", on_timeout, "--", "sleep")
     assert result.returncode == 124, result.stderr
     report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 4 s")
+    # the script's line that sleeps: `time.sleep(600)` inside the region `sleeping`
+    line = next(number for number, text in enumerate(SCRIPT.read_text().splitlines(), 1)
+                if "time.sleep(600)" in text)
+    assert re.search(rf"timed out after 4 s, in <module> \([^)]*{SCRIPT.name}:{line}\)",
+                     report.meta.passes[0].error), report.meta.passes[0].error
+    if on_timeout == "stop":
+        assert [p.status for p in report.meta.passes] == ["timeout"]
+        assert report.meta.passes_not_run == [2]
+        assert any("were not run, each would likely hang there too (--on-timeout continue "
+                   "runs them)" in doubt for doubt in report.meta.doubts), report.meta.doubts
+        return
     assert [p.status for p in report.meta.passes] == ["timeout", "timeout"]
     # the sleep after the steps is a share of the run, not 2000% of the steps
     assert (report.findings()["share"].dropna() <= 1).all()

@@ -59,7 +59,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
         observer: Any = None, command: Sequence[str] | None = None,
         pass_steps: int | str | None = None, max_steps: int | None = None,
         show_output: str = "first", meanwhile: Any = None,
-        separate_passes: bool = False) -> Any:
+        separate_passes: bool = False, on_timeout: str = "stop") -> Any:
     """Run `script` with `args` under each pass of backends; write and return its Report.
 
     The script runs once: the clean timing pass runs it whole, and where it marks steps
@@ -71,7 +71,9 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
     backends: names as `profile-all backends` lists them (default: every backend that can
     run here).
     out: the run directory (default `reports/<timestamp>-<script>/`).
-    timeout: seconds each pass may run before it is stopped (exit code 124).
+    timeout: seconds each pass may run before it is stopped (exit code 124); the report
+    says where it hung. on_timeout: "stop" runs no later pass that would run the script
+    again (it would hang there too), "continue" runs them all.
     isolate: False runs the passes in this process (no timeout then).
     options: per-backend options, e.g. {"wallclock": {"cpu_time": True}} for CPU time per
     region, {"torch-profiler": {"record_shapes": True}}, {"memory": {"interval": 0.005}}.
@@ -126,6 +128,7 @@ def run(script: str | Path, args: Sequence[str] = (), *, backends: Sequence[str]
                             timeout=timeout, isolate=isolate, options=options, launch=launch,
                             repeat=repeat, observer=_observer(observer), pass_steps=pass_steps,
                             max_steps=max_steps, show_output=show_output,
+                            on_timeout=on_timeout,
                             command=validate.strings("command", command or [], paths_too=True),
                             fresh_processes=validate.flag("fresh_processes", fresh_processes),
                             separate_passes=validate.flag("separate_passes", separate_passes),

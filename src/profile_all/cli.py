@@ -20,8 +20,8 @@ from rich.console import Console
 from typer.exceptions import TyperException
 
 from profile_all import backends as backend_registry
-from profile_all import cli_backend_options, cli_files
-from profile_all.cli_drawing import Drawing
+from profile_all import cli_attach, cli_backend_options, cli_files
+from profile_all.cli_drawing import Drawing, finish
 from profile_all.errors import SaveError, UsageError
 from profile_all.safe_text import visible
 
@@ -79,17 +79,6 @@ def _stdout_kept_for_json(as_json: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _finish(report: Any, drawing: Drawing, as_json: bool) -> None:
-    """The report shown once it is in its folder, the JSON on stdout when asked; exit
-    with the run's exit code."""
-    from profile_all.render import output_formats
-
-    drawing.show(report)
-    if as_json:
-        sys.stdout.write(output_formats.findings_json(report) + "\n")
-    raise typer.Exit(report.exit_code)
-
-
 def run(
     script: Annotated[str, typer.Argument(metavar="SCRIPT", help="the Python script to profile")],
     script_args: Annotated[list[str] | None, typer.Argument(
@@ -107,8 +96,11 @@ def run(
         "--quiet", "-q", help="no progress and no tables: one line with the status and the "
         "run directory")] = False,
     timeout: Annotated[float | None, typer.Option(
-        metavar="SECONDS",
-        help="seconds each pass may run; then it is stopped and the exit code is 124")] = None,
+        metavar="SECONDS", help="seconds each pass may run; then it is stopped, where it hung "
+        "is said, and the exit code is 124")] = None,
+    on_timeout: Annotated[str, typer.Option(
+        metavar="stop|continue", help="after a pass timed out: run no later pass that would "
+        "run the script again (stop), or run them all (continue)")] = "stop",
     repeat: Annotated[int, typer.Option(
         min=1, metavar="N", help="run the clean timing pass N times, spread over the run: its "
         "repeats measure the run-to-run noise that overheads and `compare` are judged by")] = 1,
@@ -158,9 +150,9 @@ def run(
             repeat=repeat, fresh_processes=fresh_processes, separate_passes=separate_passes,
             observer=None if quiet else PassProgress(err_console),
             pass_steps=int(pass_steps) if pass_steps and pass_steps.isdigit() else pass_steps,
-            max_steps=max_steps, show_output=show_output,
+            max_steps=max_steps, show_output=show_output, on_timeout=on_timeout,
             command=sys.argv, meanwhile=drawing)
-    _finish(report, drawing, as_json)
+    finish(report, drawing, as_json)
 
 
 app.command()(_one_line_errors(cli_backend_options.offering(run)))
@@ -243,45 +235,11 @@ def model(
             out=out,
             timeout=timeout, repeat=repeat, observer=None if quiet else PassProgress(err_console),
             command=sys.argv, meanwhile=drawing)
-    _finish(report, drawing, as_json)
+    finish(report, drawing, as_json)
 
 
-@app.command()
-@_one_line_errors
-def attach(
-    pid: Annotated[int, typer.Argument(metavar="PID", help="the running Python process")],
-    duration: Annotated[float, typer.Option(
-        metavar="SECONDS", help="how long to sample it (less if it ends)")] = 30.0,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", metavar="DIR",
-        help="the run directory [default: reports/<timestamp>-attach-PID]")] = None,
-    rate: Annotated[int, typer.Option(metavar="HZ", help="py-spy's samples a second")] = 50,
-    native: Annotated[bool, typer.Option(
-        "--native", help="native frames too (torch's C++ under the Python call)")] = False,
-    idle: Annotated[bool, typer.Option(
-        "--idle", help="sample waiting threads too")] = False,
-    torch_steps: Annotated[int, typer.Option(
-        min=0, metavar="N", help="ask a listening process (one that called pa.step() or "
-        "pa.listen()) for a torch.profiler window of N steps; 0: do not ask")] = 5,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="the report's meta and findings as JSON on stdout")] = False,
-    quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="one line with the status and the run directory")] = False,
-) -> None:
-    """Profile a Python process that is already running, without restarting it."""
-    import profile_all as pa
-
-    drawing = Drawing(err_console, quiet)
-    report = pa.attach(pid, duration=duration, out=out, rate=rate, native=native, idle=idle,
-                       torch_steps=torch_steps or None, command=sys.argv,
-                       progress=None if quiet else lambda line: print(
-                           f"profile-all: {line}", file=sys.stderr, flush=True),
-                       meanwhile=drawing)
-    _finish(report, drawing, as_json)
-
-
-for command in (cli_files.ingest, cli_files.merge, cli_files.show, cli_files.compare,
-                cli_files.view):
+for command in (cli_attach.attach, cli_files.ingest, cli_files.merge, cli_files.show,
+                cli_files.compare, cli_files.view):
     app.command()(_one_line_errors(command))
 app.command("backends")(cli_files.list_backends)
 

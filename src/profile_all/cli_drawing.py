@@ -51,3 +51,16 @@ class Drawing:
         sys.stderr.write(self._drawn)
         sys.stderr.flush()
         terminal.render_where(report, self.console)
+
+
+def finish(report: Any, drawing: Drawing, as_json: bool) -> None:
+    """The report shown once it is in its folder, the JSON on stdout when asked; exit
+    with the run's exit code."""
+    import typer
+
+    from profile_all.render import output_formats
+
+    drawing.show(report)
+    if as_json:
+        sys.stdout.write(output_formats.findings_json(report) + "\n")
+    raise typer.Exit(report.exit_code)

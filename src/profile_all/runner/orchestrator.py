@@ -50,7 +50,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         peak_flops: float | None = None, launch: Launch | None = None,
         repeat: int = 1, fresh_processes: bool = False,
         pass_steps: int | str | None = None, max_steps: int | None = None,
-        show_output: str = "first", separate_passes: bool = False) -> Report:
+        show_output: str = "first", separate_passes: bool = False,
+        on_timeout: str = "stop") -> Report:
     """Profile `target` with the named backends (default: backends.DEFAULT); with `launch`
     for several ranks, every pass runs under torchrun; `repeat`: how many times the clean
     timing pass runs, spread over the run (its repeats measure the run-to-run noise).
@@ -72,6 +73,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
         use_windows(setup, pass_steps, fresh_processes or separate_passes)
         setup.show_output = validate.choice("show_output (--show-output)", show_output,
                                             ("first", "all", "none"))
+        setup.on_timeout = validate.choice("on_timeout (--on-timeout)", on_timeout,
+                                           ("stop", "continue"))
         return _run(setup, out, stops)
 
 
@@ -188,6 +191,8 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
     a pass that ran in a window of steps of its host's process is taken from there."""
     ran = Ran()
     for run_pass in passes:
+        if ran.hung_in is not None and run_pass.index not in ran.hosted:
+            continue  # it would run the script into the same hang (--on-timeout continue)
         if setup.observer:
             setup.observer.pass_started(run_pass, len(passes))
         pass_spec = pass_specs.spec(setup, run_pass, run_dir, ran, passes)
@@ -243,6 +248,8 @@ def _recorded(setup: Setup, run_pass: Pass, pass_spec: PassSpec, ended: pass_pro
     ended.results = pass_process.collected_after(pass_spec, ended.results)
     summary = outcome.pass_summary(run_pass, ended.results, ended.how, setup.timeout, wall,
                                    setup.launch.distributed)
+    if ended.hung_at:
+        summary.error += f", in {ended.hung_at}"
     if summary.host is not None:
         summary.process_wall_time = summary.target_wall_time
         summary.logs = [log.replace(f"pass{run_pass.index}.", f"pass{summary.host}.")
@@ -262,6 +269,13 @@ def _run_ends(setup: Setup, run_pass: Pass, summary: PassRecord, planned: int,
     if summary.status == "interrupted" or stops.signum is not None:
         ran.status = "interrupted"
         return True
+    if summary.status == "timeout" and setup.on_timeout == "stop" and run_pass.index < planned:
+        ran.hung_in = run_pass.index
+        ran.notes.append(
+            f"pass {run_pass.index} {summary.error}: the passes after it that would run the "
+            "script again were not run, each would likely hang there too (--on-timeout "
+            "continue runs them)")
+        return False
     if outcome.failed_before_its_steps(run_pass, summary, planned,
                                        defaults=not setup.is_model and not setup.named):
         ran.notes.append(

@@ -170,3 +170,5 @@ class Ran:
     hosted: dict[int, list[PassResult]] = field(default_factory=dict)
     #: passes planned in windows of the timing pass's steps that ran the script again
     again: list[int] = field(default_factory=list)
+    #: the pass that timed out, after which no pass runs the script again (on_timeout)
+    hung_in: int | None = None

@@ -63,7 +63,8 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         environment={**environment.collect(),
                      **next((r.runtime for r in results if r.runtime), {})},
         passes=ran.summaries,
-        passes_not_run=[p.index for p in passes[len(ran.summaries):]],
+        passes_not_run=[p.index for p in passes
+                        if p.index not in {summary.number for summary in ran.summaries}],
         skipped_backends=setup.selection.skipped,
         backend_facts=backends.facts_of(cls.name for cls in setup.selection.runnable),
         doubts=ran.notes + run_checks.doubts(ran.summaries, results, ran.step_times,

@@ -45,6 +45,9 @@ class Setup:
     #: "first": the target's output of the first pass only, the others' in their logs;
     #: "all": every pass's; "none": none (every pass's in its logs)
     show_output: str = "first"
+    #: after a pass timed out: "stop" runs no pass that would run the script again,
+    #: "continue" runs them all
+    on_timeout: str = "stop"
     observer: Observer | None = None
     #: called with the Report as its files are written (the command line draws it then)
     meanwhile: Callable[[Any], object] | None = None

@@ -26,7 +26,7 @@ from profile_all.runner.spec import PassResult, PassSpec
 from profile_all.runner.starting import server_handle
 from profile_all.runner.starting.launch import Launch
 from profile_all.runner.starting.prestarted import PrestartedWorker
-from profile_all.runner.watching import child_processes, heartbeat
+from profile_all.runner.watching import child_processes, hang_site, heartbeat
 from profile_all.runs.folder import RunDirectory
 
 
@@ -39,6 +39,8 @@ class Ended:
     how: str
     results: list[PassResult]
     left_running: list[str]
+    #: where a pass stopped at its timeout hung (hang_site.py); "" where not known
+    hung_at: str = ""
 
 
 def wrappers(pass_spec: PassSpec) -> list[Any]:
@@ -95,13 +97,15 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
                         run_dir.artifacts / f"pass{number}.stderr.log", echo)]
     for tee in tees:
         tee.start()
-    how = "exited"
+    how, hung_at = "exited", ""
     try:
         with stops.waiting(), heartbeat.beating(tell, heartbeat.doing_file(run_dir.scratch,
                                                                            number)):
             pass_process.wait(timeout)
     except subprocess.TimeoutExpired:
         how = "timeout"
+        if not launch.distributed and not wrappers(pass_spec):  # the target's own process
+            hung_at = hang_site.where(pass_process.pid, pass_spec.target.get("path", ""))
         child_processes.stop(pass_process, signal.SIGTERM, stops)
     except child_processes.Stopped as stopped:  # the same signal for the target, as it would get
         how = signal.Signals(stopped.signum).name
@@ -114,7 +118,7 @@ def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launc
         if tee.lost:  # a full disk: the log stops short, what the pass measured does not
             results[0].backend_failures.append(
                 {"backend": "profile-all", "phase": "note", "error": tee.lost})
-    return Ended(how, _with_wrappers(pass_spec, results), left)
+    return Ended(how, _with_wrappers(pass_spec, results), left, hung_at)
 
 
 def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
