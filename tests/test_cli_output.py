@@ -87,3 +87,21 @@ def test_quiet_with_no_output_says_one_line_and_keeps_the_logs(tmp_path):
     assert done.stdout == ""
     assert done.stderr.splitlines() == [f"profile-all: complete, exit code 0: {out}"]
     assert '"argv"' in (out / "artifacts" / "pass1.stdout.log").read_text()
+
+
+def test_kineto_s_session_lines_are_held_back_whatever_the_chunks():
+    """Split anywhere, Kineto's session lines are not echoed; everything else is, as it
+    comes (a progress line with no newline yet is not held)."""
+    from profile_all.runner.watching.kineto_lines import KinetoLines
+
+    text = ("step 0\nUSDT:2026-11-28 09:37:35 19745:19745 SyncActivityProfilerHandler.cpp:52]"
+            " profiler_start\nprogress 10%\rprogress 20%\rUSDT: the script's own\n"
+            "USDT:2026-11-28 09:37:35 19745:19745 SyncActivityProfilerHandler.cpp:59] "
+            "profiler_stop\nUSD")
+    wanted = "step 0\nprogress 10%\rprogress 20%\rUSDT: the script's own\nUSD"
+    for size in (1, 2, 3, 7, 64, len(text)):
+        shown = KinetoLines()
+        echoed = "".join(shown(text[at:at + size]) for at in range(0, len(text), size))
+        assert echoed + shown.rest() == wanted, size
+    first = KinetoLines()
+    assert first("progress 10%") == "progress 10%"

@@ -32,6 +32,8 @@ from typing import Any, BinaryIO
 
 import psutil
 
+from profile_all.runner.watching.kineto_lines import KinetoLines
+
 #: seconds a stopped worker gets to finish collecting before it is killed
 GRACE_SECONDS = 10.0
 #: seconds processes the target left behind get to end after SIGTERM
@@ -103,6 +105,8 @@ class Tee(threading.Thread):
         self.pipe, self.stream_name, self.log_path = pipe, stream_name, log_path
         self.echo = echo
         self.lost = ""  # why the log stops short, where it does
+        #: what is echoed of the text: stderr's without Kineto's session lines
+        self.shown = KinetoLines() if stream_name == "stderr" else None
 
     def run(self) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -115,12 +119,20 @@ class Tee(threading.Thread):
                 except OSError as error:
                     log = self._given_up(log, error)
             if self.echo:
-                stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
-                stream.write(decoder.decode(chunk))
-                stream.flush()
+                self._echo(decoder.decode(chunk))
+        if self.echo and self.shown is not None:
+            self._echo(self.shown.rest(), whole=True)
         if log is not None:
             with contextlib.suppress(OSError):
                 log.close()
+
+    def _echo(self, text: str, whole: bool = False) -> None:
+        if self.shown is not None and not whole:
+            text = self.shown(text)
+        if text:
+            stream = getattr(sys, self.stream_name)  # looked up each time: Rich swaps it
+            stream.write(text)
+            stream.flush()
 
     def _opened(self) -> BinaryIO | None:
         try:
