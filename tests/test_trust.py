@@ -93,17 +93,30 @@ def test_profiled_passes_get_per_step_overheads_and_the_same_imports(tmp_path):
         tmp_path / "run" / "summary.md").read_text()
 
 
-def test_every_pass_imports_the_same_whatever_the_backends(tmp_path):
+def test_every_pass_imports_torch_whatever_the_backends_and_dynamo_where_due(tmp_path):
     """`-b cprofile` alone used to count `import torch` in the target's time (1.53 s
-    against 75 ms for the same pass in a default run)."""
+    against 75 ms for the same pass in a default run). torch._dynamo (a second more of
+    every run's start) is imported first where a backend imports it as it starts, or
+    where the script's own file compiles (else its import would land in the target's time
+    of one run and not of another)."""
+    from profile_all.runner.planning.setup import setup_run
+    from profile_all.targets import ScriptTarget
+
     alone = profile_all("run", TARGETS / "preimported.py", "-b", "cprofile",
                         "-o", tmp_path / "alone")
     assert alone.returncode == 0, alone.stderr
     assert "torch before the target: True" in alone.stdout
-    both = pa.run(TARGETS / "preimported.py", backends=["wallclock", "torch-profiler"],
-                  out=tmp_path / "both")
-    assert pa.load(tmp_path / "alone").meta.preimported == both.meta.preimported \
-        == ["torch", "torch._dynamo"]
+    assert pa.load(tmp_path / "alone").meta.preimported == ["torch"]
+    compiling = tmp_path / "compiling.py"
+    compiling.write_text("import torch\nstep = torch.compile(lambda x: x + 1)\n")
+    for script, named, dynamo in [(TARGETS / "preimported.py", ["cprofile"], False),
+                                  (TARGETS / "preimported.py", ["torch-profiler"], True),
+                                  (TARGETS / "preimported.py", None, True),  # every backend
+                                  (compiling, ["cprofile"], True)]:
+        setup = setup_run(ScriptTarget(str(script), []), named, None, True, None, None, 1,
+                          False, None)
+        assert ("torch._dynamo" in setup.preimport) == dynamo, (script.name, named)
+        assert "torch" in setup.preimport
 
 
 def test_passes_that_did_different_work_are_named(tmp_path):

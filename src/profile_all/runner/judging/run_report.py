@@ -63,8 +63,7 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         environment={**environment.collect(),
                      **next((r.runtime for r in results if r.runtime), {})},
         passes=ran.summaries,
-        passes_not_run=[p.index for p in passes
-                        if p.index not in {summary.number for summary in ran.summaries}],
+        passes_not_run=_not_run(passes, ran),
         skipped_backends=setup.selection.skipped,
         backend_facts=backends.facts_of(cls.name for cls in setup.selection.runnable),
         doubts=ran.notes + run_checks.doubts(ran.summaries, results, ran.step_times,
@@ -117,3 +116,9 @@ def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
     samples = [kept for result in ran.results for kept in result.samples]
     timeline = [entry for result in ran.results for entry in result.timeline]
     return Report.from_rows(rows + extra, meta, samples, timeline)
+
+
+def _not_run(passes: list[Pass], ran: Ran) -> list[int]:
+    """The planned passes that did not run: after a stop, a timeout, an early failure."""
+    done = {summary.number for summary in ran.summaries}
+    return [run_pass.index for run_pass in passes if run_pass.index not in done]

@@ -4,8 +4,10 @@ backends selected, the modules every pass pre-imports, how passes start, their w
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from profile_all import backends, validate
@@ -84,7 +86,7 @@ def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] |
     _check_isolation(target, isolate, launch, timeout)
     selection = _selection(target, backend_names, isolate)
     return Setup(target, selection, options or {}, timeout, isolate, launch,
-                 _preimports(selection, launch, isinstance(target, ModelTarget)), repeat,
+                 _preimports(selection, launch, target), repeat,
                  isolate and not fresh_processes and not launch.distributed
                  and server_handle.fork_available(), peak_flops,
                  named=backend_names is not None)
@@ -174,15 +176,36 @@ def check_steps(pass_steps: int | str | None,
     return pass_steps, max_steps
 
 
-def _preimports(selection: backends.Selection, launch: Launch, is_model: bool) -> list[str]:
-    """What every pass imports first: for a model, what its backends import (by default
+#: what in a script's own file says it compiles: its first compiled call imports
+#: torch._dynamo, inside the target's time where no pass imported it before
+COMPILES = re.compile(rb"torch\.compile|torch\._dynamo|\.compile\(|torch\._inductor")
+
+
+def _preimports(selection: backends.Selection, launch: Launch,
+                target: ScriptTarget | ModelTarget) -> list[str]:
+    """What every pass imports first. For a model, what its backends import (by default
     torch alone, not torch._dynamo: a second of the server's start that the check and the
     timing pass would wait for, and that no pass of a model needs unless the model
-    compiles, which imports it itself as the user's process would)."""
+    compiles, which imports it itself as the user's process would). For a script, every
+    built-in backend's modules, so that its time does not hold `import torch` in one run
+    and not in another; torch._dynamo (1 to 1.5 s of every run's start) only where a
+    selected backend imports it as it starts (torch-profiler, torch-memory) or the
+    script's own file compiles: else its import would land inside the target's time of
+    one run and not of another. A script that compiles only in a module of its own imports
+    it in its first compiled step, which per-step figures leave out (compile_watch)."""
+    is_model = isinstance(target, ModelTarget)
     preimport = backends.preimports(selection.runnable, every_builtin=not is_model)
-    if launch.distributed:
-        # torch 2.13: torch._dynamo imported before a gloo process group is made deadlocks
-        # DDP's teardown about one run in two, under bare torchrun too
-        # (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
+    dynamo_needed = any("torch._dynamo" in cls.imports for cls in selection.runnable)
+    if launch.distributed or not (is_model or dynamo_needed or _compiles(target)):
+        # and under torchrun: torch 2.13's torch._dynamo imported before a gloo process
+        # group is made deadlocks DDP's teardown about one run in two, under bare torchrun
+        # too (scripts/examples/ddp_train.py); no pass takes that risk for the others' sake
         preimport = [module for module in preimport if module != "torch._dynamo"]
     return preimport
+
+
+def _compiles(target: ScriptTarget | ModelTarget) -> bool:
+    try:
+        return bool(COMPILES.search(Path(target.path).read_bytes()))
+    except (OSError, AttributeError):
+        return True  # unread: as if it did
