@@ -184,8 +184,10 @@ def test_the_terminal_table_shows_the_numbers(runs, columns):
         row = table[(table["kind"] == "region") & (table["name"] == name)].iloc[0]
         a, b, change, verdict = cells[name]
         assert a == fmt.seconds(row["a"]) and b == fmt.seconds(row["b"])
-        assert change == fmt.change(row["change"])
-        assert row["verdict"].startswith(verdict.rstrip("…").strip())
+        assert change.startswith(fmt.change(row["change"]))
+        if not pd.isna(row["ci_low"]):  # the interval beside it, in whole percent
+            assert f"({row['ci_low'] * 100:+.0f}.." in change
+        assert row["verdict"].startswith(verdict)
     assert ("A: " + str(runs["base"])) in lines and ("B: " + str(runs["slower"])) in lines
     if columns == "80":
         assert "left out to fit 80 columns: " in done.stdout
@@ -334,6 +336,8 @@ def test_an_unbounded_interval_reads_as_unbounded():
                            "change": 0.1, "ci_low": -0.99, "ci_high": 8.85e77,
                            "verdict": "inconclusive", "basis": "2+2 runs"}])
     shown = compare_table(table).iloc[0]
-    assert shown["95% interval"] == "-99.0% .. unbounded"
-    assert shown["change"] == "+10.0%"
-    assert compare_table(table.assign(change=3e40)).iloc[0]["change"] == "> +10000%"
+    assert shown["change (95% interval)"] == "+10.0% (-99..unbounded)"
+    assert compare_table(table.assign(change=3e40)).iloc[0]["change (95% interval)"] == \
+        "> +10000% (-99..unbounded)"
+    bounded = compare_table(table.assign(ci_high=0.274)).iloc[0]
+    assert bounded["change (95% interval)"] == "+10.0% (-99..+27%)"

@@ -50,15 +50,15 @@ def small_disk(tmp_path):
 
 
 def test_a_disk_that_fills_before_the_report_keeps_what_was_measured(tmp_path, small_disk):
-    """The script fills the disk but for 1 MiB as it ends: the passes' results fit, the
-    report's page (megabytes of charts) does not. It said `complete, exit code 0`, then
+    """The script fills the disk but for 400 KiB as it ends: the passes' results fit, the
+    report's page (its charts' half a megabyte of plotly.js) does not. It said `complete, exit code 0`, then
     two tracebacks, exit 1, and left the run hidden where the next run deleted it."""
     script = tmp_path / "fills.py"
     script.write_text(FILLS)
-    # each pass runs the script, which leaves 1 MiB free as it ends (in one process with
-    # windows, the passes after it would start on a disk it left full)
+    # each pass runs the script, which leaves 400 KiB free as it ends (in one process
+    # with windows, the passes after it would start on a disk it left full)
     done = profile_all("run", "--separate-passes", script, "-o", small_disk / "run", "--",
-                       small_disk, "1024")
+                       small_disk, "400")
     assert done.returncode == 74, done.stderr
     assert "Traceback" not in done.stderr and "complete" not in done.stderr
     kept = small_disk / "run.unsaved"
@@ -73,7 +73,7 @@ def test_a_disk_that_fills_before_the_report_keeps_what_was_measured(tmp_path, s
     assert {"wallclock", "cprofile", "torch-profiler"} <= set(report.frame["backend"])
     assert not (kept / "report.html").exists()
     again = profile_all("run", script, "-b", "wallclock", "-o", small_disk / "next", "--",
-                        small_disk, "1024")
+                        small_disk, "400")
     assert again.returncode == 74 and kept.is_dir()  # a later run leaves it alone
     (small_disk / "filler").unlink()
     shutil.rmtree(small_disk / "next.unsaved")

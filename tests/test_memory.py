@@ -199,3 +199,20 @@ def test_cuda_memory_kept_step_after_step_is_a_finding(tmp_path):
     found = report.findings()
     leak = found[found["finding"].str.contains("CUDA memory allocated")]
     assert len(leak) == 1 and leak["amount"].iloc[0] == pytest.approx(16 * MIB * 29, rel=0.05)
+
+
+def test_a_region_whose_calls_were_all_left_out_has_no_rows():
+    """Its calls all inside other passes' windows (left out): the memory pass once failed
+    in collect on it (a maximum of nothing), losing every region's rows."""
+    from array import array
+
+    import numpy as np
+
+    from profile_all.readers.mprofile import Mprofile
+    from profile_all.readers.mprofile_rows import region_rows
+
+    profile = Mprofile(times=np.array([1.0, 2.0, 3.0]), rss=np.array([10.0, 30.0, 20.0]))
+    rows = region_rows(profile, {("gone", ""): (array("d"), array("d")),
+                                 ("kept", ""): (array("d", [1.5]), array("d", [2.5]))})
+    assert [(r[1], r[3], r[5]) for r in rows] == [("kept", "peak_rss", 30.0),
+                                                  ("kept", "rss_increase", 20.0)]

@@ -171,6 +171,9 @@ def compare(
               "decide" + (" (passed: --pass-undecided)" if pass_undecided else ""),
               file=sys.stderr)
         raise typer.Exit(0 if pass_undecided else 3)
+    if slower is not None:
+        print(f"profile-all: passed: nothing slower by more than {fail_above:g}% "
+              f"({len(table):,} compared)", file=sys.stderr)
 
 
 def _changes(rows: Any) -> str:

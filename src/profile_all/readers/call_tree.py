@@ -57,9 +57,10 @@ _EXEC = (BUILTIN, 0, "<built-in method builtins.exec>")
 #: the pass's frame that runs the target: a profile holding it as a root is profile-all's
 #: (its file as named now, and as an earlier layout named it)
 _MARK_FILES, _MARK_FUNCTION = ("runner/inside/pass_run.py", "runner/passrun.py"), "run_target"
-#: the step clock's hooks, where a window of steps stops its profiler: a profile holding
-#: one as a root was made in a window
-_WINDOW_MARK = "runner/inside/steps.py"
+#: the step clock's hooks and the windows', where a window of steps starts and stops its
+#: profiler: a profile holding one as a root was made in a window (at a `pa.step()` the
+#: windows' frames are roots, the step clock's not)
+_WINDOW_MARKS = ("runner/inside/steps.py", "runner/inside/windows.py")
 _OWN_BUILTIN = re.compile(r"(?<![\w.])profile_all\.")
 #: the standard library's and installed packages' files, as a profile names them
 LIBRARY = re.compile(r"^<frozen |[/\\](site-packages|dist-packages)[/\\]"
@@ -114,16 +115,43 @@ def _own_in_a_window(entries: dict[Any, tuple]) -> OwnFrames | None:
     at a step's end, deep in the script's stack, so that the functions the script called
     in those steps are its roots, beside the step hooks it was stopped in. Its roots: the
     user's functions no profiled function called, and those profile-all's frames called."""
-    package = next((_slashed(f[0]).removesuffix(_WINDOW_MARK) for f, values in entries.items()
-                    if not values[4] and _slashed(f[0]).endswith("/profile_all/" + _WINDOW_MARK)),
-                   None)
+    package = next((_slashed(f[0]).removesuffix(mark) for f, values in entries.items()
+                    for mark in _WINDOW_MARKS
+                    if not values[4] and _slashed(f[0]).endswith("/profile_all/" + mark)), None)
     if package is None:
         return None
     own = OwnFrames(package, ())
     top = {f: values[3] for f, values in entries.items() if not values[4] and f not in own}
+    top.update(_called_from_outside(entries, own))
     for function, seconds in _called_by_own(entries, own):
         top[function] = top.get(function, 0.0) + seconds
     return OwnFrames(package, tuple(sorted(top.items(), key=lambda entry: -entry[1])))
+
+
+def _called_from_outside(entries: dict[Any, tuple], own: OwnFrames) -> dict[Any, float]:
+    """The functions of a window's profile that were also called from frames entered
+    before it started (the script's loop: no caller is recorded for those calls), with
+    the time of those calls: the outermost module call of a forward, also called by the
+    containers inside it. Its calls less its callers' edges' are such calls; where every
+    caller is one it calls itself (nested calls, counted in the outermost only), its whole
+    cumulative time is theirs, else what its callers' edges do not hold. (An entry's calls
+    are (primitive, all); an edge's (all, primitive).)"""
+    callees = _callees(entries)
+    found = {}
+    for function, (_, calls, _, cumulative, callers) in entries.items():
+        if not callers or function in own or calls - sum(e[0] for e in callers.values()) <= 0:
+            continue
+        below, pending = set(), [function]
+        while pending:
+            for callee in callees.get(pending.pop(), {}):
+                if callee not in below:
+                    below.add(callee)
+                    pending.append(callee)
+        outside = cumulative if set(callers) <= below else \
+            cumulative - math.fsum(edge[3] for edge in callers.values())
+        if outside > 0:
+            found[function] = outside
+    return found
 
 
 def _called_by_own(entries: dict[Any, tuple], own: OwnFrames) -> tuple[tuple[Any, float], ...]:

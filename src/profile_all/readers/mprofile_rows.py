@@ -38,6 +38,8 @@ def region_rows(profile: Mprofile, calls: dict[tuple[str, str], tuple[array, arr
     rows = []
     for (name, parent), (starts, ends) in calls.items():
         starts, ends = np.frombuffer(starts, dtype="d"), np.frombuffer(ends, dtype="d")
+        if not len(starts):  # every call left out (inside other passes' windows)
+            continue
         first = np.searchsorted(times, starts, "right").clip(1) - 1
         last = np.searchsorted(times, ends, "right").clip(1) - 1
         bounds = np.column_stack([first, last + 1]).ravel()

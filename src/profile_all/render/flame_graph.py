@@ -25,8 +25,12 @@ if TYPE_CHECKING:
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f")
 OTHER = ("other", "#bab0ac")
-#: a level's height in pixels, and the chart's bounds
-LEVEL_PX, LEAST_PX, MOST_PX = 20, 240, 900
+#: a level's height in pixels, and the chart's bounds (a sampler's tree of imports: 100
+#: levels)
+LEVEL_PX, LEAST_PX, MOST_PX = 18, 240, 1800
+#: bars narrower than this share of the whole are left out (under a pixel of a page's
+#: width; their callers hold their time): a Lightning run's 250 KB of import stacks
+NARROWEST = 1 / 1000
 
 
 def call_flames(report: Report) -> list[tuple[str, dict[str, Any]]]:
@@ -133,17 +137,19 @@ def _colours(packages: list[str], ids: list[str], values: dict[str, float],
 def _trace(package: str, colour: str, members: list[int], ids: list[str], labels: list[str],
            values: dict[str, float], starts: dict[str, float], depths: dict[str, int],
            total: float) -> dict[str, Any]:
-    """The bars of one package's calls (`members`: their indices)."""
+    """The bars of one package's calls (`members`: their indices), figures to 6 digits."""
     nodes = [ids[i] for i in members]
     return {"type": "bar", "orientation": "h", "name": package,
-            "y": [depths[node] for node in nodes], "x": [values[node] for node in nodes],
-            "base": [starts[node] for node in nodes], "text": [labels[i] for i in members],
-            "customdata": [[labels[i], starts[node], starts[node] + values[node],
-                            100 * values[node] / total]
-                           for i, node in zip(members, nodes, strict=True)],
+            "y": [depths[node] for node in nodes],
+            "x": [float(f"{values[node]:.6g}") for node in nodes],
+            "base": [float(f"{starts[node]:.6g}") for node in nodes],
+            "text": [labels[i] for i in members],
+            "customdata": [[float(f"{starts[node]:.6g}"),
+                            float(f"{starts[node] + values[node]:.6g}"),
+                            round(100 * values[node] / total, 1)] for node in nodes],
             "textposition": "inside", "insidetextanchor": "start", "width": 0.94,
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
-            "hovertemplate": "%{customdata[0]}<br>%{x:.3f} ms, %{customdata[3]:.1f}%"
+            "hovertemplate": "%{text}<br>%{x:.3f} ms, %{customdata[2]}%"
                              "<extra>%{fullData.name}</extra>"}
 
 
@@ -156,7 +162,8 @@ def _figure(calls: Any, backend: str, flame: bool, cwd: str) -> dict[str, Any]:
     colours = _colours(packages, ids, values, depths)
     groups: dict[str, list[int]] = {}
     for index, package in enumerate(packages):
-        groups.setdefault(package if package in colours else OTHER[0], []).append(index)
+        if values[ids[index]] >= NARROWEST * total:
+            groups.setdefault(package if package in colours else OTHER[0], []).append(index)
     data = [_trace(package, colours.get(package, OTHER[1]), groups.get(package, []), ids,
                    labels, values, starts, depths, total)
             for package in [*colours, OTHER[0]]]

@@ -49,6 +49,8 @@ def tracing_distortion(report: RunData) -> list[Finding]:
     if apart.empty:
         return []
     traced, sampled = apart["traced_by"].iloc[0], apart["sampled_by"].iloc[0]
+    if _in_window(report, traced) != _in_window(report, sampled):
+        return []  # a window of steps against the whole script, its imports too: unlike
     slowed = _slowed(report, sampled)
     cwd = report.meta.cwd
     named = "; ".join(
@@ -72,6 +74,11 @@ def tracing_distortion(report: RunData) -> list[Finding]:
                     if slowed else
                     f"{traced} slows every call it times, so what calls most looks heavier: "
                     f"trust {sampled}'s shares for time, {traced}'s for call counts"))]
+
+
+def _in_window(report: RunData, backend: str) -> bool:
+    """Whether the backend's pass ran in a window of steps (not the whole script)."""
+    return any(one.host is not None for one in report.meta.passes if backend in one.backends)
 
 
 def _without_waits(report: RunData, side_by_side: Any) -> Any:

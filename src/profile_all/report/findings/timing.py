@@ -23,9 +23,11 @@ HOLDS_ALL = 0.8
 #: regions, operators and functions below this share of the time are not named
 WORTH_NAMING = 0.1
 
-#: user regions that load data, by name
-_DATA_REGION = re.compile(r"(?:^|[_\W])(?:data|load|loader|loading|input|inputs|batch|"
-                          r"fetch|prefetch|dataloader)(?:$|[_\W])", re.IGNORECASE)
+#: user regions that load data, by name; a batch only as what is fetched (`get_batch`,
+#: `next_batch`): Lightning's `run_training_batch` trains on one
+_DATA_REGION = re.compile(r"(?:^|[_\W])(?:data|load|loader|loading|input|inputs|fetch|"
+                          r"prefetch|dataloader|(?:get|next|load|fetch)_?batch(?:es)?)"
+                          r"(?:$|[_\W])", re.IGNORECASE)
 #: torch.utils.data's own range around each batch, in a torch.profiler trace
 _DATALOADER_RANGE = "enumerate(DataLoader)#"
 #: the DataLoader iterator's `__next__`, as cProfile names it
@@ -35,6 +37,8 @@ _DATALOADER_NEXT = re.compile(r"dataloader\.py:\d+\(__next__\)")
 #: the regions of a training step's own work, by name; the rest of a step is outside it
 _STEP_WORK = re.compile(r"(?:^|[_\W])(?:forward|fwd|backward|bwd|optim\w*|step)(?:$|[_\W])",
                         re.IGNORECASE)
+#: ... but for evaluation's (`validation_step`) and set-up's (`configure_optimizers`)
+_NOT_STEP_WORK = re.compile(r"valid|eval|test|predict|configure|sanity", re.IGNORECASE)
 
 
 def _outside_step_work(report: RunData, backend: str) -> tuple[float, str, str, str] | None:
@@ -45,13 +49,15 @@ def _outside_step_work(report: RunData, backend: str) -> tuple[float, str, str, 
     if regions.empty or what != "step time":
         return None
     level = regions[regions["parent"] == ""]
-    while len(level) == 1:  # one region wraps the step (train_step): look inside it
-        inner = regions[regions["parent"] == region_path(level["parent"].iloc[0],
-                                                         level["name"].iloc[0])]
+    # one region wraps the steps (train_step, Lightning's run_training_epoch): look inside
+    while len(level) and (len(level) == 1 or level["value"].max() >= HOLDS_ALL * base):
+        holder = level.loc[level["value"].idxmax()]
+        inner = regions[regions["parent"] == region_path(holder["parent"], holder["name"])]
         if inner.empty:
             break
         level = inner
-    work = level[level["name"].str.contains(_STEP_WORK)]
+    work = level[level["name"].str.contains(_STEP_WORK)
+                 & ~level["name"].str.contains(_NOT_STEP_WORK)]
     if len(work) < 2:
         return None
     outside = base - float(work["value"].sum())
