@@ -67,6 +67,20 @@ def test_the_tracer_s_distortion_is_named(two_costs):
     assert "overheads: cprofile" in said["evidence"] and "py-spy" in said["evidence"]
 
 
+def test_a_window_of_steps_is_not_set_against_a_whole_script(two_costs):
+    """A tracer's window of steps against a sampler's whole script (imports and all): their
+    shares are of unlike extents, and no distortion is said (a Lightning run's 97.9%
+    traced against 1.6% sampled was). The same run, its cProfile pass read as a window."""
+    import copy
+
+    windowed = pa.load(two_costs.run_dir)
+    record = copy.deepcopy(windowed.meta)
+    [traced] = [one for one in record.passes if one.backends == ["cprofile"]]
+    traced.host = 1
+    windowed.meta = record
+    assert windowed.findings().query("rule == 'distortion'").empty
+
+
 def test_a_sampled_function_is_named_as_cprofile_names_it(two_costs):
     traced = set(two_costs.functions()["name"])
     sampled = set(two_costs.sampled_functions()["name"])
