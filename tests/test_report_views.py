@@ -151,3 +151,17 @@ def test_a_scope_s_rows_are_the_frame_s_rows_of_it_and_cannot_spoil_them():
     report.frame = frame.iloc[::-1]  # an index out of order: still the frame's order
     expected = report.frame[report.frame["scope"].isin(["module", "region"])]
     pd.testing.assert_frame_equal(report.scoped("module", "region"), expected)
+
+
+def test_the_summary_reads_as_a_tree_the_longest_first():
+    """Each region after its parent, siblings the longest first: a Lightning run's 100
+    regions began with its callbacks' hooks, in the alphabet's order."""
+    times = {"a": 1.0, "b": 3.0, "b/x": 0.5, "b/y": 2.0, "a/z": 0.1, "b/y/q": 1.0}
+    rows = [["w", 1, 0, "run", "run", "", "wall_time", "total", 5.0, "s"],
+            ["w", 1, 0, "step", "step", "", "wall_time", "total", 4.5, "s"]]
+    rows += [["w", 1, 0, "region", path.rpartition("/")[2], path.rpartition("/")[0],
+              "wall_time", "total", seconds, "s"] for path, seconds in times.items()]
+    summary = Report.from_rows(rows, RunRecord(status="complete")).summary()
+    paths = [f"{parent}/{name}" if parent else name
+             for name, parent in zip(summary["name"], summary["parent"], strict=True)]
+    assert paths == ["run", "step", "b", "b/y", "b/y/q", "b/x", "a", "a/z"]
