@@ -51,8 +51,9 @@ def small_disk(tmp_path):
 
 def test_a_disk_that_fills_before_the_report_keeps_what_was_measured(tmp_path, small_disk):
     """The script fills the disk but for 400 KiB as it ends: the passes' results fit, the
-    report's page (its charts' half a megabyte of plotly.js) does not. It said `complete, exit code 0`, then
-    two tracebacks, exit 1, and left the run hidden where the next run deleted it."""
+    report's page (its charts' half a megabyte of plotly.js) does not. It said `complete,
+    exit code 0`, then two tracebacks, exit 1, and left the run hidden where the next run
+    deleted it."""
     script = tmp_path / "fills.py"
     script.write_text(FILLS)
     # each pass runs the script, which leaves 400 KiB free as it ends (in one process

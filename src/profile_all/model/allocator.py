@@ -106,8 +106,9 @@ def probe(step: Callable[[], Any], natural: Timing, *, warmup: int, iters: int |
     """`step` timed as it is, then with the heap held, where `natural`'s iterations faulted
     (`iters` times, else adaptively within `budget_seconds` each): {"median" (held),
     "page_faults" (held), "before", "before_page_faults", "fault_cost", "drift" (the
-    gauge's largest change around them, a ratio)}; {} where they did not fault, or do no
-    longer, or glibc's mallopt is not there."""
+    gauge's largest change around them, a ratio)}; without "median" and "page_faults"
+    where the iterations fault no longer (glibc's thresholds settled as the process went
+    on: nothing to hold); {} where they did not fault, or glibc's mallopt is not there."""
     from profile_all.model.timing_method import latency_statistics
 
     libc = _glibc() if natural.page_faults > FAULTING else None
@@ -121,12 +122,13 @@ def probe(step: Callable[[], Any], natural: Timing, *, warmup: int, iters: int |
     gauges = [gauge()]
     before = timed()
     gauges.append(gauge())
-    if before.page_faults <= FAULTING or not _hold(libc):
-        return {}
-    held = timed()
-    gauges.append(gauge())
-    return {"median": latency_statistics(held.samples)["median"],
-            "page_faults": held.page_faults,
-            "before": latency_statistics(before.samples)["median"],
-            "before_page_faults": before.page_faults, "fault_cost": fault_cost(),
-            "drift": max(gauges) / min(gauges) - 1}
+    found = {"before": latency_statistics(before.samples)["median"],
+             "before_page_faults": before.page_faults, "fault_cost": fault_cost()}
+    if before.page_faults > FAULTING:
+        if not _hold(libc):
+            return {}
+        held = timed()
+        gauges.append(gauge())
+        found.update(median=latency_statistics(held.samples)["median"],
+                     page_faults=held.page_faults)
+    return {**found, "drift": max(gauges) / min(gauges) - 1}

@@ -134,9 +134,11 @@ def benchmark(target: Any, work: build.Work, device: Any) -> tuple[list[list[Any
     if device.type == "cpu":  # last: it fixes the allocator's thresholds for the process
         held = allocator.probe(work.marked, timing, warmup=target.warmup, iters=target.iters,
                                budget_seconds=min(target.budget_seconds, 1.0))
+        if "median" in held:
+            rows.append(row("model", name, "latency_memory_kept", held["median"],
+                            stat="median"))
         if held:
-            rows += [row("model", name, "latency_memory_kept", held["median"], stat="median"),
-                     row("model", name, "latency_memory_given_back", held["before"],
+            rows += [row("model", name, "latency_memory_given_back", held["before"],
                          stat="median"),
                      row("model", name, "page_faults_given_back", held["before_page_faults"],
                          stat="mean", unit="count"),

@@ -154,37 +154,59 @@ DRIFT, FAULT_SLACK = 0.10, 3.0
 def allocator(report: RunData) -> list[Finding]:
     """A model's CPU latency that holds the allocator's page faults: its iterations
     faulted pages in, and ran over ALLOCATOR_SHARE faster with the heap held (the two
-    blocks timed one after the other; the timing pass's median for runs before them)."""
-    latency = report.latency()
+    blocks timed one after the other; the timing pass's median for runs before them), or
+    faulted no more in the block timed after the timing (glibc's thresholds settled)."""
     out = []
-    for (run_pass, name), rows in latency.groupby(["pass", "name"], sort=False):
+    for (run_pass, name), rows in report.latency().groupby(["pass", "name"], sort=False):
         value = dict(zip(zip(rows["metric"], rows["stat"], strict=True), rows["value"],
                          strict=True))
-        median = value.get(("latency_memory_given_back", "median"),
-                           value.get(("latency", "median")))
-        faults = value.get(("page_faults_given_back", "mean"),
-                           value.get(("page_faults", "mean")))
-        kept = value.get(("latency_memory_kept", "median"))
-        if median is None or faults is None or kept is None \
-                or not median > kept * (1 + ALLOCATOR_SHARE):
+        compared = _allocator_blocks(value)
+        if compared is None:
             continue
-        doubt, trust = _allocator_doubt(value, faults, median - kept)
+        faults, slow, fast, how = compared
+        doubt, trust = _allocator_doubt(value, faults, slow - fast)
         out.append(Finding(
             "memory", f"the allocator's page faults {'may ' if trust < 1 else ''}hold "
-            f"{fmt.share(1 - kept / median)} of the latency: each iteration faulted in "
+            f"{fmt.share(1 - fast / slow)} of the latency: each iteration faulted in "
             f"{faults:,.0f} pages as glibc gave freed memory back to the OS and took it "
-            f"again; with its heap held, {fmt.seconds(kept)} instead of "
-            f"{fmt.seconds(median)} ({median / kept:.2f}x){doubt}. Fresh processes of one "
-            "program differ in this (glibc's thresholds move with what was freed before), "
-            "so yours may see either", weight=(1 - kept / median) * trust,
-            share=1 - kept / median, amount=median - kept, unit="s",
+            f"again; {how}, {fmt.seconds(fast)} instead of {fmt.seconds(slow)} "
+            f"({slow / fast:.2f}x){doubt}. Fresh processes of one program differ in this "
+            "(glibc's thresholds move with what was freed before), so yours may see either",
+            weight=(1 - fast / slow) * trust, share=1 - fast / slow, amount=slow - fast,
+            unit="s",
             evidence=f"pass {run_pass} {name}: {faults:,.0f} page faults an iteration; the "
-                     "same iterations timed as they were, then with the heap held, one "
-                     "block after the other after the timing" + latency_doubt(report),
+                     "same iterations timed again after the timing" + (
+                         ", as they were, then with the heap held, one block after the other"
+                         if how == _HELD else ", as they were") + latency_doubt(report),
             suggestion="MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_MMAP_THRESHOLD_=33554432 in "
                        "the environment (glibc keeps what the process frees), or jemalloc "
                        "or tcmalloc by LD_PRELOAD"))
     return out
+
+
+_HELD = "with its heap held"
+_SETTLED = "once they faulted no more (glibc's thresholds settled as the process went on)"
+
+
+def _allocator_blocks(value: dict) -> tuple[float, float, float, str] | None:
+    """(faults an iteration, the latency with them, without them, how it was had without
+    them) where the faults hold over ALLOCATOR_SHARE of the latency; None elsewhere."""
+    median, faults = value.get(("latency", "median")), value.get(("page_faults", "mean"))
+    kept = value.get(("latency_memory_kept", "median"))
+    after = value.get(("latency_memory_given_back", "median"))
+    after_faults = value.get(("page_faults_given_back", "mean"))
+    if kept is not None:  # the heap held, against the block just before it (or the timing)
+        slow = after if after is not None else median
+        faults = after_faults if after_faults is not None else faults
+        compared = (faults, slow, kept, _HELD)
+    elif after is not None and faults is not None:  # the block after faulted no more: the
+        compared = (faults, median, after, _SETTLED)  # probe holds nothing then
+    else:
+        return None
+    if compared[0] is None or compared[1] is None \
+            or not compared[1] > compared[2] * (1 + ALLOCATOR_SHARE):
+        return None
+    return compared
 
 
 def _allocator_doubt(value: dict, faults: float, difference: float) -> tuple[str, float]:
