@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from profile_all import units as fmt
 from profile_all.pass_record import PassRecord
 from profile_all.render import trace_charts
 from profile_all.render.flame_graph import call_flames
@@ -129,7 +130,9 @@ def top_functions(report: Report) -> Figure | None:
     functions = report.functions(TOP)
     if functions.empty or "self_time" not in functions.columns:
         return None
-    return _barh(list(functions["name"]), _ms(functions["self_time"]), "self time (ms)",
+    names = [fmt.code_path(name, report.meta.cwd) for name in functions["name"]]  # as
+    # the tables name them: a package's path from the package, not from /
+    return _barh(names, _ms(functions["self_time"]), "self time (ms)",
                  f"Top {TOP} functions by self time ({sources(report, 'function')})")
 
 
