@@ -79,3 +79,17 @@ def test_the_memory_sampler_killed_keeps_its_samples_and_says_so(tmp_path):
     frame = report.frame
     kept = frame[(frame["backend"] == "memory") & (frame["metric"] == "memory_samples")]
     assert kept["value"].item() > 0  # the samples up to its end are in the report
+
+
+def test_a_sampler_stopped_with_its_target_has_lost_nothing(tmp_path):
+    """A pass stopped at its timeout stops its memory sampler with it: its samples cover
+    the target's time, and no loss is said (one was, a false alarm); one that ended early
+    still says what its samples miss."""
+    from profile_all.backends.memory.backend import _sampler_died
+
+    samples = tmp_path / "samples"
+    samples.write_text("".join(f"MEM 100.0 {1000 + t / 10:.1f}\n" for t in range(50)))
+    assert _sampler_died(0, samples, 5.0, 0.5) == ""  # 4.9 s of 5 s
+    assert _sampler_died(0, samples, 9.0, 0.5).startswith(
+        "the memory sampler exited 0 before the target ended: its samples cover 4.9 s of "
+        "the target's 9 s")

@@ -45,14 +45,18 @@ DEFAULT_INTERVAL = 0.01
 TIMELINE_CALLS_PER_REGION = 2000
 
 
-def _sampler_died(code: int, samples: Path, seconds: float) -> str:
-    """The sampler ended before the target: how, and what its samples cover."""
+def _sampler_died(code: int, samples: Path, seconds: float, slack: float) -> str:
+    """The sampler ended before the target: how, and what its samples cover; "" where
+    they cover the target's time but for `slack` (a pass stopped at its timeout stops its
+    sampler with it: nothing of the target's is missing)."""
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
     last = 0.0
     with contextlib.suppress(OSError, ValueError, IndexError):
         lines = [line.split() for line in samples.read_text().splitlines()
                  if line.startswith("MEM")]
         last = float(lines[-1][2]) - float(lines[0][2]) if lines else 0.0
+    if last >= seconds - slack:
+        return ""
     return (f"the memory sampler {how} before the target ended: its samples cover "
             f"{last:.3g} s of the target's {seconds:.3g} s, the peaks after that are missing")
 
@@ -210,8 +214,10 @@ class Memory(Backend):
         self._ended = time.time()
         time.sleep(self._interval)  # one more sample after the target's last work
         if self._sampler.poll() is not None:  # killed (the out-of-memory killer, a user)
-            self.losses.append(_sampler_died(self._sampler.returncode, self._path,
-                                             self._ended - self._started))
+            died = _sampler_died(self._sampler.returncode, self._path,
+                                 self._ended - self._started, max(0.5, 5 * self._interval))
+            if died:
+                self.losses.append(died)
         self._sampler.terminate()
         self._sampler.wait()
         if self._cuda:
