@@ -90,6 +90,9 @@ def test_a_sampler_stopped_with_its_target_has_lost_nothing(tmp_path):
     samples = tmp_path / "samples"
     samples.write_text("".join(f"MEM 100.0 {1000 + t / 10:.1f}\n" for t in range(50)))
     assert _sampler_died(0, samples, 5.0, 0.5) == ""  # 4.9 s of 5 s
+    assert _sampler_died(-signal.SIGTERM, samples, 5.0, 0.5) == ""
+    assert _sampler_died(-signal.SIGKILL, samples, 5.0, 0.5).startswith(
+        "the memory sampler was killed by SIGKILL before the target ended")
     assert _sampler_died(0, samples, 9.0, 0.5).startswith(
         "the memory sampler exited 0 before the target ended: its samples cover 4.9 s of "
         "the target's 9 s")

@@ -46,16 +46,17 @@ TIMELINE_CALLS_PER_REGION = 2000
 
 
 def _sampler_died(code: int, samples: Path, seconds: float, slack: float) -> str:
-    """The sampler ended before the target: how, and what its samples cover; "" where
-    they cover the target's time but for `slack` (a pass stopped at its timeout stops its
-    sampler with it: nothing of the target's is missing)."""
+    """The sampler ended before the target: how, and what its samples cover; "" where it
+    ended well or by SIGTERM and its samples cover the target's time but for `slack` (a
+    pass stopped at its timeout stops its sampler with it: nothing is missing). Killed
+    otherwise (SIGKILL: the out-of-memory killer), it is said."""
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
     last = 0.0
     with contextlib.suppress(OSError, ValueError, IndexError):
         lines = [line.split() for line in samples.read_text().splitlines()
                  if line.startswith("MEM")]
         last = float(lines[-1][2]) - float(lines[0][2]) if lines else 0.0
-    if last >= seconds - slack:
+    if code in (0, -signal.SIGTERM) and last >= seconds - slack:
         return ""
     return (f"the memory sampler {how} before the target ended: its samples cover "
             f"{last:.3g} s of the target's {seconds:.3g} s, the peaks after that are missing")
