@@ -130,9 +130,9 @@ def sampled_run(tmp_path_factory):
 
 def _bars(figure: dict) -> list[tuple[int, str, float, float]]:
     """A flame graph's bars: (level, label, start, width), from every package's trace."""
-    return [(level, label, start, width) for trace in figure["data"]
-            for level, label, start, width in zip(trace["y"], trace["text"], trace["base"],
-                                                  trace["x"], strict=True)]
+    return [(level, custom[3], start, width) for trace in figure["data"]
+            for level, custom, start, width in zip(trace["y"], trace["customdata"],
+                                                   trace["base"], trace["x"], strict=True)]
 
 
 @pytest.mark.parametrize("which", ["speed", "recursive", "sampled"])
@@ -172,11 +172,26 @@ def test_the_call_tree_draws_in_a_real_browser(which, run_dir, recursive_run, sa
     title = _in_chromium(page, """
 setTimeout(function () {
   var bars = document.querySelectorAll('#chart-INDEX .trace.bars .point').length;
-  if (document.title.indexOf('ERROR') !== 0) { document.title = 'BARS ' + bars; }
+  var texts = Array.prototype.filter.call(
+    document.querySelectorAll('#chart-INDEX .trace.bars .point text'),
+    function (t) { return t.textContent !== ''; }).length;
+  if (document.title.indexOf('ERROR') !== 0) { document.title = 'BARS ' + bars + ' ' + texts; }
 }, 1500);""".replace("INDEX", str(index)), tmp_path, console)
     assert len(bars) >= (1 if which == "speed" else 3)  # speed.py's steps: two sleeps, flat
-    assert title == f"BARS {len(bars)}", (title, console)
+    # every label that its bar holds is drawn, the widest bar's among them
+    labelled = sum(bool(text) for trace in figure["data"] for text in trace["text"])
+    assert labelled >= 1
+    assert title == f"BARS {len(bars)} {labelled}", (title, console)
     assert not [line for line in console if "WARN" in line or "rror" in line], console
+
+
+def test_a_label_is_cut_to_what_its_bar_holds():
+    from profile_all.render.flame_graph import fitted
+
+    label = "torch/nn/modules/module.py:1774(_wrapped_call_impl)"
+    assert fitted(label, 1.0) == label
+    assert fitted(label, 0.1) == "torch/nn/modul…"  # 100 px: 15 characters
+    assert fitted(label, 0.01) == ""
 
 
 def test_a_click_on_a_bar_widens_the_flame_graph_to_it(recursive_run, tmp_path):
@@ -188,8 +203,9 @@ def test_a_click_on_a_bar_widens_the_flame_graph_to_it(recursive_run, tmp_path):
     title = _in_chromium(page, """
 setTimeout(function () {
   var chart = document.getElementById('chart-INDEX');
-  var trace = chart.data.find(function (t) { return t.text.indexOf(LABEL) >= 0; });
-  var at = trace.text.indexOf(LABEL);
+  var labels = function (t) { return t.customdata.map(function (c) { return c[3]; }); };
+  var trace = chart.data.find(function (t) { return labels(t).indexOf(LABEL) >= 0; });
+  var at = labels(trace).indexOf(LABEL);
   chart.emit('plotly_click', {points: [{customdata: trace.customdata[at]}]});
   setTimeout(function () {
     if (document.title.indexOf('ERROR') !== 0) {

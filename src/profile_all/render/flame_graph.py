@@ -4,7 +4,7 @@ time there, on its caller's bar (a sampler's, flame-graph fashion, roots at the 
 under it (a tracer's, roots at the top), coloured by the package or module of its code.
 
 Drawn as bars with a base, not as Plotly's icicle, which is not in the partial bundle of
-plotly.js the page inlines (vendor/README.md). A label shows where it fits its bar; a
+plotly.js the page inlines (vendor/README.md). A label is cut to what its bar holds; a
 click on a bar widens the chart to it, a double click goes back. A bar holds at least its
 children: they are scaled down to it for rows saved before readers/call_tree.py kept to
 that."""
@@ -28,6 +28,10 @@ OTHER = ("other", "#bab0ac")
 #: a level's height in pixels, and the chart's bounds (a sampler's tree of imports: 100
 #: levels)
 LEVEL_PX, LEAST_PX, MOST_PX = 18, 240, 1800
+#: the chart's width in pixels on the page (its column is 1,100), and a label's character's
+#: at the bars' font: a label is cut to what its bar holds (Plotly's own fitting hid every
+#: label of a deep tree)
+CHART_PX, CHAR_PX = 1000, 6.2
 #: bars narrower than this share of the whole are left out (under a pixel of a page's
 #: width; their callers hold their time): a Lightning run's 250 KB of import stacks
 NARROWEST = 1 / 1000
@@ -134,6 +138,15 @@ def _colours(packages: list[str], ids: list[str], values: dict[str, float],
     return dict(zip(ranked, PALETTE, strict=False))
 
 
+def fitted(label: str, share: float) -> str:
+    """`label` as a bar of `share` of the chart's width holds it: whole, cut (`torch/nn/mo…`),
+    or nothing under 6 characters."""
+    room = int(share * CHART_PX / CHAR_PX) - 1
+    if room >= len(label):
+        return label
+    return label[:room - 1] + "…" if room >= 6 else ""
+
+
 def _trace(package: str, colour: str, members: list[int], ids: list[str], labels: list[str],
            values: dict[str, float], starts: dict[str, float], depths: dict[str, int],
            total: float) -> dict[str, Any]:
@@ -143,13 +156,16 @@ def _trace(package: str, colour: str, members: list[int], ids: list[str], labels
             "y": [depths[node] for node in nodes],
             "x": [float(f"{values[node]:.6g}") for node in nodes],
             "base": [float(f"{starts[node]:.6g}") for node in nodes],
-            "text": [labels[i] for i in members],
+            "text": [fitted(labels[i], values[node] / total)
+                     for i, node in zip(members, nodes, strict=True)],
             "customdata": [[float(f"{starts[node]:.6g}"),
                             float(f"{starts[node] + values[node]:.6g}"),
-                            round(100 * values[node] / total, 1)] for node in nodes],
+                            round(100 * values[node] / total, 1), labels[i]]
+                           for i, node in zip(members, nodes, strict=True)],
             "textposition": "inside", "insidetextanchor": "start", "width": 0.94,
+            "textfont": {"size": 10}, "constraintext": "none", "cliponaxis": True,
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
-            "hovertemplate": "%{text}<br>%{x:.3f} ms, %{customdata[2]}%"
+            "hovertemplate": "%{customdata[3]}<br>%{x:.3f} ms, %{customdata[2]}%"
                              "<extra>%{fullData.name}</extra>"}
 
 
@@ -173,7 +189,6 @@ def _figure(calls: Any, backend: str, flame: bool, cwd: str) -> dict[str, Any]:
             "layout": {"title": {"text": f"{kind} ({backend}): click a bar to widen it, "
                                          "double-click to go back", "x": 0, "xanchor": "left"},
                        "barmode": "overlay", "bargap": 0,
-                       "uniformtext": {"mode": "hide", "minsize": 9},
                        "xaxis": {"ticksuffix": " ms", "zeroline": False},
                        "yaxis": {"visible": False, "autorange": True if flame else "reversed"},
                        "legend": {"orientation": "h", "y": -0.08, "yanchor": "top"},
