@@ -41,6 +41,7 @@ dev: $(VENV)/.dev compiled
 # which computing needs not
 hta: dev
 	$(BIN)/python -m pip install --no-deps "HolisticTraceAnalysis==0.5.0" pydot pyyaml networkx
+	$(BIN)/python -m pip install plotly  # HTA imports it (profile-all no longer needs it)
 
 # TensorBoard's profiler plugin (torch-tb-profiler, with tensorboard), for the test and
 # script that set profile-all's views beside the plugin's own (scripts/checks/against_tb_plugin.py)

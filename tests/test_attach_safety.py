@@ -317,7 +317,11 @@ def test_a_lock_file_planted_otherwise_refuses_the_attach(tmp_path, shared, plan
         lock = Path(f"/tmp/profile-all-listen-65534/{file_name(crafty.pid)}.attach.lock")
         subprocess.run([*AS_NOBODY, *[str(victim) if a == "VICTIM" else a for a in planted],
                         str(lock)], check=True)
-        done = profile_all("attach", crafty.pid, "--duration", "0.5", "-o", tmp_path / "run")
+        try:
+            done = profile_all("attach", crafty.pid, "--duration", "0.5", "-o",
+                               tmp_path / "run")
+        finally:  # else a later process given the same PID finds it (a refused attach)
+            subprocess.run([*AS_NOBODY, "rm", "-rf", str(lock)], check=False)
         (shared / "stop").touch()
     assert done.returncode == 2
     assert done.stderr.splitlines() == [

@@ -252,7 +252,7 @@ def test_ingest_of_the_runs_file_gives_the_runs_rows(real_runs):
 def test_a_window_s_tree_holds_every_call_of_its_steps(tmp_path):
     """cProfile in a window of pa.step()s inside the timing pass's process: the roots are
     what the script called in those steps (the forward's module call, backward, the
-    optimizer's step, the data's randn), not the heaviest of them alone (backward was)."""
+    optimizer's step), not the heaviest of them alone (backward was)."""
     out = tmp_path / "run"
     done = profile_all("run", EXAMPLES / "train_mlp.py", "-b", "wallclock", "-b", "cprofile",
                        "-o", out, "--", "--steps", "20")
@@ -260,7 +260,7 @@ def test_a_window_s_tree_holds_every_call_of_its_steps(tmp_path):
     assert pa.load(out).meta.passes[1].host == 1  # in a window of pass 1's steps
     calls = _rows(out, "call")
     roots = {r[1] for r in calls if not r[2]}
-    for called in ("(backward)", "(_wrapped_call_impl)", "torch.randn}", "(wrapper)"):
+    for called in ("(backward)", "(_wrapped_call_impl)", "(wrapper)"):
         assert any(root.endswith(called) for root in roots), (called, roots)
     assert not [r for r in calls if _ours(r[1]) or _ours(r[2])]
     assert_children_fit(calls)

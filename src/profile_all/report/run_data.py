@@ -17,13 +17,13 @@ import pandas as pd
 
 from profile_all.report import compilation, sampling
 from profile_all.report.frame_views import FrameViews
+from profile_all.report.tree_order import tree_order
 from profile_all.rows import (
     BENCHMARK,
     DERIVED,
     SAMPLE_COLUMNS,
     TIMELINE_COLUMNS,
     Facts,
-    region_paths,
 )
 from profile_all.run_record import RunRecord
 
@@ -89,7 +89,7 @@ class RunData(FrameViews):
                                   values="value", aggfunc="median", sort=False)
         table.columns = list(table.columns)
         table = table.reset_index()
-        return table.iloc[_tree_order(table)].reset_index(drop=True)
+        return table.iloc[tree_order(table, _TIMED_SCOPES)].reset_index(drop=True)
 
     def summary(self) -> pd.DataFrame:
         """A row per run, step and region; a column per `backend.metric.stat` measured."""
@@ -287,20 +287,3 @@ class RunData(FrameViews):
         return (f"<{type(self).__name__} {self.meta.status or '?'}{where}: "
                 f"{len(self.frame)} rows from {self.frame['backend'].nunique()} backends>")
 
-
-def _tree_order(table: pd.DataFrame) -> list[int]:
-    """The rows' positions as a tree read top down: the run, its steps, then each region
-    after its parent, siblings the longest first (by the first wall-time total measured):
-    a Lightning run's 100 regions began with its callbacks' hooks, alphabetically."""
-    timed = next((column for column in table.columns
-                  if isinstance(column, tuple) and column[1:] == ("wall_time", "total")), None)
-    times = table[timed].fillna(0.0).tolist() if timed is not None else [0.0] * len(table)
-    paths = region_paths(table["parent"], table["name"])
-    time_of = dict(zip(paths, times, strict=True))
-
-    def key(at: int) -> tuple:
-        parts = paths[at].split("/")
-        steps = tuple((-time_of.get("/".join(parts[:depth + 1]), 0.0), parts[depth])
-                      for depth in range(len(parts)))
-        return (_TIMED_SCOPES.index(table["scope"].iloc[at]), steps)
-    return sorted(range(len(table)), key=key)
