@@ -165,3 +165,32 @@ def test_the_summary_reads_as_a_tree_the_longest_first():
     paths = [f"{parent}/{name}" if parent else name
              for name, parent in zip(summary["name"], summary["parent"], strict=True)]
     assert paths == ["run", "step", "b", "b/y", "b/y/q", "b/x", "a", "a/z"]
+    # cut to 5 rows (--top 5): the run, its steps and the longest regions, in that order
+    from profile_all.render.tables import cut, summary_table
+
+    longer_a = Report.from_rows([r if r[4] != "a" or r[5] else [*r[:8], 1.5, "s"]
+                                 for r in rows], RunRecord(status="complete"))
+    shown, left_out = cut(summary_table(longer_a), 5)
+    assert shown["name"].tolist() == ["run", "step", "b", "b/y", "a"] and left_out == 3
+
+
+def test_a_timeout_with_a_window_in_its_process_is_said_as_it_was():
+    """A stranger's hang: pass 1 timed out (124) with pass 2's window open in its process,
+    stopped by the same SIGTERM (143) before a step of the window ended. The finding said
+    `exit code 124 in every pass`, the layout `steps 6-5`."""
+    from profile_all.runner.judging.layout_doubts import windows
+
+    passes = [PassRecord(number=1, backends=["wallclock"], status="timeout", exit_code=124,
+                         error="timed out after 4 s, in stuck (hang.py:5)", steps=5,
+                         target_wall_time=4.0),
+              PassRecord(number=2, backends=["cprofile"], status="terminated", exit_code=143,
+                         error="terminated by SIGTERM", steps=0, host=1, window_from=6,
+                         target_wall_time=1.0)]
+    record = RunRecord(status="timeout", exit_code=124, passes=passes)
+    report = Report.from_rows(
+        [["wallclock", 1, 0, "step", "step", "", "wall_time", "total", 4.0, "s"]], record)
+    [first] = report.findings().loc[lambda f: f["rule"] == "failure", "finding"]
+    assert first.startswith("the script stopped with exit code 124 in pass 1: timed out "
+                            "after 4 s, in stuck (hang.py:5)"), first
+    [said] = windows(passes)
+    assert "2 (cprofile) from step 6, stopped before a step of it ended" in said, said

@@ -4,6 +4,7 @@ renderer (terminal, markdown, HTML) shows, in the order `sections.SECTIONS` give
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,17 @@ def summary_table(report: Report) -> pd.DataFrame:
         if found:
             shown[label] = summary[found[0]].map(fmt.size)
     measured = len(shown.columns) > (3 if calls else 2)
-    return shown if measured else pd.DataFrame()
+    if not measured:
+        return pd.DataFrame()
+    wall = next((column for column in measures if column[1:] == ("wall_time", "total")), None)
+    # what a cut keeps: the run and its steps, then the longest regions, in the tree's order
+    # (the first rows of a tree read down held a Lightning run's 2.5 µs hooks and left out a
+    # 15.8 ms data fetch)
+    shown.attrs["rank"] = [math.inf if scope in ("run", "step") else value
+                           for scope, value in zip(summary["scope"], summary[wall].fillna(0.0)
+                                                   if wall else [0.0] * len(summary),
+                                                   strict=True)]
+    return shown
 
 
 def _time_columns(measures: list[tuple]) -> list[tuple[str, tuple]]:
@@ -248,10 +259,15 @@ def environment_table(report: Report) -> pd.DataFrame:
 
 def cut(frame: pd.DataFrame, top: int | None) -> tuple[pd.DataFrame, int]:
     """The first `top` rows (all without `top`; at least the first `frame.attrs["kept"]`,
-    rows asked for by name), and how many were left out."""
+    rows asked for by name), and how many were left out; where `frame.attrs["rank"]` ranks
+    the rows, the `top` ranked highest, in the frame's order."""
     if top is None:
         return frame, 0
     top = max(top, frame.attrs.get("kept", 0))
+    rank = frame.attrs.get("rank")
+    if rank is not None and len(frame) > top:
+        best = sorted(sorted(range(len(frame)), key=lambda at: -rank[at])[:top])
+        return frame.iloc[best], len(frame) - top
     return frame.head(top), max(0, len(frame) - top)
 
 

@@ -32,9 +32,12 @@ def ended_badly(report: RunData) -> list[Finding]:
     if not failed:
         return lost
     first = failed[0]
-    numbers = ", ".join(str(p.number) for p in failed)
-    where = "every pass" if len(failed) == len(passes) > 1 else \
-        f"pass{'es' if len(failed) > 1 else ''} {numbers}"
+    # the passes that ended as the first did (a window stopped with its host's timeout
+    # ended by SIGTERM, 143, where its host timed out, 124)
+    alike = [p for p in failed if p.exit_code == first.exit_code]
+    numbers = ", ".join(str(p.number) for p in alike)
+    where = "every pass" if len(alike) == len(passes) > 1 else \
+        f"pass{'es' if len(alike) > 1 else ''} {numbers}"
     seconds = first.target_wall_time
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
     logs = f"; its stderr is in {first.logs[-1]}" if first.logs else ""

@@ -23,14 +23,22 @@ def on_meta(passes: list[PassRecord]) -> list[str]:
             "the device (nn.MultiheadAttention: the math path's bmm, not the fused kernel)"]
 
 
+def _steps_held(window: PassRecord) -> str:
+    """`steps 6-11`, `step 6`, or a window cut short before a step of it ended (a
+    timeout: it read `steps 6-5`)."""
+    first, count = window.window_from or 0, window.steps or 0
+    if count <= 0:
+        return f"from step {first}, stopped before a step of it ended"
+    return f"step {first}" if count == 1 else f"steps {first}-{first + count - 1}"
+
+
 def _hosted(passes: list[PassRecord]) -> list[str]:
     """One sentence on the passes that ran in windows of steps inside another's process:
     which steps each held, and what the host's figures hold of them."""
     hosted = [p for p in passes if p.host is not None]
     if not hosted:
         return []
-    held = ", ".join(f"{p.number} ({'+'.join(p.backends)}) steps {p.window_from}-"
-                     f"{(p.window_from or 0) + (p.steps or 0) - 1}" for p in hosted)
+    held = ", ".join(f"{p.number} ({'+'.join(p.backends)}) {_steps_held(p)}" for p in hosted)
     host = hosted[0].host
     return [f"the script ran once: pass{'es' if len(hosted) > 1 else ''} {held} ran in "
             f"windows of steps inside pass {host}'s process; their totals (functions, "
