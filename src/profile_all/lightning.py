@@ -17,6 +17,7 @@ with no profiler gets this one, one made with Lightning's own gets this one arou
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Any
@@ -41,9 +42,11 @@ STEP_ACTION = "run_training_batch"
 _CALLBACK = re.compile(r"^(\[Callback\][^{.]*)\{.*\}(\.\w+)$", re.S)
 
 
+@functools.lru_cache(maxsize=4096)
 def action_region(action_name: str) -> Any:
     """The region of a Lightning action: its name, a callback's without its settings, a
-    `/` (which parts a region's path) written `:`."""
+    `/` (which parts a region's path) written `:`; made once a name (Lightning times
+    dozens of actions a step)."""
     return region(_CALLBACK.sub(r"\1\2", action_name).replace("/", ":"))
 
 
@@ -97,7 +100,7 @@ class Profiler(_LightningProfiler):
         self.teardown(self._stage)
 
     def teardown(self, stage: str | None) -> None:
-        opened = self._open.get(threading.get_ident(), [])
+        opened = getattr(self, "_open", {}).get(threading.get_ident(), [])  # from __del__ too
         while opened:
             action_region(opened.pop()).__exit__(None, None, None)
         if self.inner is not None:
