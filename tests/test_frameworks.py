@@ -127,3 +127,26 @@ def test_a_huggingface_trainer_s_steps_evaluation_and_saving(tmp_path, asked):
     assert _calls(report, "train_step", "") == 8
     assert _calls(report, "evaluate", "") == 2
     assert _calls(report, "save_checkpoint", "") == 2
+
+
+@needs_transformers
+def test_a_trainer_whose_code_changed_is_made_as_it_was(capsys):
+    """The marks are given once the Trainer is made: where they fail (a Trainer without
+    the callback handler this transformers has), the Trainer is the script's as it was,
+    and a line says so; nothing raises in the script."""
+    import types
+
+    from profile_all.frameworks import _call_back_huggingface
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model
+
+    undo = _call_back_huggingface(types.SimpleNamespace(Trainer=Trainer))
+    try:
+        made = Trainer("m")
+    finally:
+        undo()
+    assert made.model == "m" and Trainer.__init__.__name__ == "__init__"
+    assert capsys.readouterr().err.startswith(
+        "profile-all: HuggingFace's Trainer is not marked (AttributeError: ")

@@ -11,10 +11,11 @@ no longer fits is left as it was, with a line on stderr: the target runs unchang
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from profile_all import after_import
@@ -22,6 +23,17 @@ from profile_all import after_import
 #: Lightning's two packages' module that sets a Trainer's profiler
 LIGHTNING_SETUPS = ("lightning.pytorch.trainer.setup", "pytorch_lightning.trainer.setup")
 HUGGINGFACE_TRAINER = "transformers.trainer"
+
+
+@contextlib.contextmanager
+def _unmarked_if_it_fails(framework: str) -> Iterator[None]:
+    """Marks given to a Trainer the framework made already: where they fail (its code
+    changed), the Trainer goes on as it was, said in a line."""
+    try:
+        yield
+    except Exception as error:
+        print(f"profile-all: {framework} is not marked ({type(error).__name__}: {error}); "
+              "its steps are found as a script's", file=sys.stderr)
 
 
 def _profile_lightning(setup: Any) -> Callable[[], None]:
@@ -32,10 +44,11 @@ def _profile_lightning(setup: Any) -> Callable[[], None]:
     @functools.wraps(given)
     def _init_profiler(trainer: Any, profiler: Any) -> None:
         given(trainer, profiler)
-        made = trainer.profiler
-        if not isinstance(made, Profiler):
-            passes = type(made).__name__ == "PassThroughProfiler"
-            trainer.profiler = Profiler(inner=None if passes else made)
+        with _unmarked_if_it_fails("Lightning's Trainer"):
+            made = trainer.profiler
+            if not isinstance(made, Profiler):
+                passes = type(made).__name__ == "PassThroughProfiler"
+                trainer.profiler = Profiler(inner=None if passes else made)
 
     setup._init_profiler = _init_profiler
     return lambda: setattr(setup, "_init_profiler", given)
@@ -50,11 +63,13 @@ def _call_back_huggingface(module: Any) -> Callable[[], None]:
     @functools.wraps(given)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         given(self, *args, **kwargs)
-        held = [one for one in self.callback_handler.callbacks if isinstance(one, Callback)]
-        if not held:
-            held = [Callback()]
-            self.add_callback(held[0])
-        held[0].bind(self)
+        with _unmarked_if_it_fails("HuggingFace's Trainer"):
+            held = [one for one in self.callback_handler.callbacks
+                    if isinstance(one, Callback)]
+            if not held:
+                held = [Callback()]
+                self.add_callback(held[0])
+            held[0].bind(self)
 
     trainer_class.__init__ = __init__
     return lambda: setattr(trainer_class, "__init__", given)
