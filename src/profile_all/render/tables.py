@@ -49,15 +49,18 @@ def summary_table(report: Report) -> pd.DataFrame:
     measured = len(shown.columns) > (3 if calls else 2)
     if not measured:
         return pd.DataFrame()
-    wall = next((column for column in measures if column[1:] == ("wall_time", "total")), None)
-    # what a cut keeps: the run and its steps, then the longest regions, in the tree's order
-    # (the first rows of a tree read down held a Lightning run's 2.5 µs hooks and left out a
-    # 15.8 ms data fetch)
-    shown.attrs["rank"] = [math.inf if scope in ("run", "step") else value
-                           for scope, value in zip(summary["scope"], summary[wall].fillna(0.0)
-                                                   if wall else [0.0] * len(summary),
-                                                   strict=True)]
+    shown.attrs["rank"] = _kept_first(summary, measures)
     return shown
+
+
+def _kept_first(summary: pd.DataFrame, measures: list[tuple]) -> list[float]:
+    """What a cut keeps: the run and its steps, then the longest regions, in the tree's
+    order (the first rows of a tree read down held a Lightning run's 2.5 µs hooks and left
+    out a 15.8 ms data fetch)."""
+    wall = next((column for column in measures if column[1:] == ("wall_time", "total")), None)
+    times = summary[wall].fillna(0.0).tolist() if wall else [0.0] * len(summary)
+    return [math.inf if scope in ("run", "step") else value
+            for scope, value in zip(summary["scope"], times, strict=True)]
 
 
 def _time_columns(measures: list[tuple]) -> list[tuple[str, tuple]]:

@@ -32,12 +32,7 @@ def ended_badly(report: RunData) -> list[Finding]:
     if not failed:
         return lost
     first = failed[0]
-    # the passes that ended as the first did (a window stopped with its host's timeout
-    # ended by SIGTERM, 143, where its host timed out, 124)
-    alike = [p for p in failed if p.exit_code == first.exit_code]
-    numbers = ", ".join(str(p.number) for p in alike)
-    where = "every pass" if len(alike) == len(passes) > 1 else \
-        f"pass{'es' if len(alike) > 1 else ''} {numbers}"
+    where = _where(failed, len(passes))
     seconds = first.target_wall_time
     after = f" after {fmt.seconds(seconds)}" if seconds is not None else ""
     logs = f"; its stderr is in {first.logs[-1]}" if first.logs else ""
@@ -51,6 +46,15 @@ def ended_badly(report: RunData) -> list[Finding]:
         suggestion="the figures cover the script up to there: "
                    + ("a longer --timeout, or --max-steps N to end it sooner"
                       if first.status == "timeout" else "fix it, and run again"))]
+
+
+def _where(failed: list[PassRecord], passes: int) -> str:
+    """`every pass`, or the passes that ended as the first failed one did (a window stopped
+    with its host's timeout ended by SIGTERM, 143, where its host timed out, 124)."""
+    alike = [p for p in failed if p.exit_code == failed[0].exit_code]
+    if len(alike) == passes > 1:
+        return "every pass"
+    return f"pass{'es' if len(alike) > 1 else ''} {', '.join(str(p.number) for p in alike)}"
 
 
 def _stopped(report: RunData, first: PassRecord, evidence: str) -> Finding | None:
