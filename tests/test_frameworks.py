@@ -69,20 +69,16 @@ def test_a_lightning_script_s_actions_are_regions_and_its_batches_steps(tmp_path
 
 
 @needs_lightning
-def test_a_trainer_given_lightning_s_own_profiler_keeps_it(tmp_path):
+@pytest.mark.parametrize("asked", ["simple", "profile-all"])
+def test_a_trainer_given_a_profiler_keeps_it_and_is_not_marked_twice(tmp_path, asked):
+    """Lightning's own (`profiler="simple"`) keeps hearing every action and prints its
+    summary; profile-all's, asked for by the script, is not wrapped again."""
     report, done = _run(tmp_path, "train_lightning.py", "--max-steps", "6", "--val-every",
-                        "3", "--profiler", "simple")
+                        "3", "--profiler", asked)
     assert _calls(report, "run_training_batch", "run_training_epoch") == 6
     assert report.meta.passes[0].steps == 6
-    assert "FIT Profiler Report" in done.stdout + done.stderr  # SimpleProfiler's summary
-
-
-@needs_lightning
-def test_the_lightning_profiler_asked_for_by_a_script_is_not_doubled(tmp_path):
-    report, _done = _run(tmp_path, "train_lightning.py", "--max-steps", "6", "--val-every",
-                         "3", "--profiler", "profile-all")
-    assert _calls(report, "run_training_batch", "run_training_epoch") == 6
-    assert report.meta.passes[0].steps == 6
+    if asked == "simple":
+        assert "FIT Profiler Report" in done.stdout + done.stderr  # SimpleProfiler's summary
 
 
 @needs_lightning
