@@ -18,7 +18,6 @@ import errno
 import json
 import os
 import secrets
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import Any
 import psutil
 
 from profile_all import on_demand
-from profile_all.backends.py_spy_recorder import binary
 from profile_all.readers import limits
 from profile_all.runner.attaching.listen_folder import ListenFolder, Refused, file_name
 from profile_all.runner.watching.child_processes import Stopped, StopRequests
+from profile_all.runner.watching.hang_site import main_thread_frames
 from profile_all.runs import name_lock
 
 #: seconds the process keeps a window open at most (it ends it then with the steps so far)
@@ -219,18 +218,7 @@ def not_listening(process: psutil.Process) -> str:
 def _importing(pid: int) -> str:
     """What the process's main thread imports now (py-spy's dump: a frame of importlib's
     own), as `file`; "" where it imports nothing, or py-spy cannot tell."""
-    spy = binary()
-    if spy is None:
-        return ""
-    try:
-        dumped = subprocess.run([spy, "dump", "--pid", str(pid), "--json"],
-                                capture_output=True, text=True, timeout=20)
-        threads = json.loads(dumped.stdout)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return ""
-    main = next((t for t in threads if t.get("thread_name") == "MainThread"),
-                threads[0] if threads else {})
-    frames = main.get("frames") or []
+    frames = main_thread_frames(pid)
     inner = next((i for i, frame in enumerate(frames)
                   if "importlib._bootstrap" in str(frame.get("filename"))), None)
     if inner is None:

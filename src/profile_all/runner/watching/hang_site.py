@@ -25,21 +25,27 @@ def _frame(frame: dict[str, Any]) -> str:
     return f"{frame.get('name')} ({where}:{frame.get('line')})"
 
 
-def where(pid: int, script: str = "") -> str:
-    """`spin (train.py:12), inside time.sleep (...)` for the process's main thread; ""
-    where py-spy is not there or cannot read it."""
+def main_thread_frames(pid: int) -> list[dict[str, Any]]:
+    """py-spy's dump of the process's main thread, innermost frame first; [] where py-spy
+    is not there or cannot read it."""
     spy = binary()
     if spy is None:
-        return ""
+        return []
     try:
         dumped = subprocess.run([spy, "dump", "--pid", str(pid), "--json"],
                                 capture_output=True, text=True, timeout=DUMP_SECONDS)
         threads = json.loads(dumped.stdout)
     except (OSError, ValueError, subprocess.SubprocessError):
-        return ""
+        return []
     main = next((t for t in threads if t.get("thread_name") == "MainThread"),
                 threads[0] if threads else {})
-    frames = [frame for frame in main.get("frames") or []
+    return main.get("frames") or []
+
+
+def where(pid: int, script: str = "") -> str:
+    """`spin (train.py:12), inside time.sleep (...)` for the process's main thread; ""
+    where py-spy is not there or cannot read it."""
+    frames = [frame for frame in main_thread_frames(pid)
               if not str(frame.get("filename", "")).startswith(_OWN)]
     if not frames:
         return ""
