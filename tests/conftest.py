@@ -30,6 +30,47 @@ def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
+def profile_all_here(*args: str, cwd: Path | str | None = None,
+                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`profile-all ARGS` run by the CLI's own `main` in this process, its output captured, as
+    `profile_all` returns it: for the commands that read files and write a report (ingest,
+    show, compare), where a test checks what is read and said, not how a process starts or
+    ends. A fresh interpreter's imports are most of such a command (0.7 of its 0.8 CPU
+    seconds in the suite, 2026-11-28); the tests of the command's process (signals, closed
+    descriptors, names that are not UTF-8, files read side by side in forked processes,
+    which a process with threads, as a test worker, does not fork) use `profile_all`."""
+    import contextlib
+    import io
+    import traceback
+
+    import profile_all
+    from profile_all import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ), os.getcwd(), sys.argv
+    os.environ.update({"COLUMNS": "200", **(env or {})})
+    sys.argv = [str(Path(profile_all.__file__).parent / "__main__.py"), *map(str, args)]
+    code: object = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main(list(sys.argv[1:]))
+            except SystemExit as ended:
+                code = ended.code
+            except Exception:  # as Python says an uncaught exception: its traceback, exit 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved[0])
+        os.chdir(saved[1])
+        sys.argv = saved[2]
+    code = 0 if code is None else code if isinstance(code, int) else 1
+    return subprocess.CompletedProcess(sys.argv, code, out.getvalue(), err.getvalue())
+
+
 #: a process of the second user tests run beside root: setpriv's command line
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
@@ -75,7 +116,23 @@ def fixtures() -> Path:
     return SHARED_FIXTURES
 
 
+#: the test files that took longest (30 s or more of the suite's 1,355 s of test time, 2-core
+#: VM, 2026-11-28), longest first: they start first, so that the two workers (a file each,
+#: `--dist loadfile`) do not end with one of them alone on a long file
+LONGEST_FIRST = ("test_docs_commands", "test_distributed", "test_attach", "test_attach_safety",
+                 "test_compare", "test_failures", "test_hostile_files", "test_trace_analyses",
+                 "test_model_cli", "test_distributed_failures", "test_trust", "test_compiled",
+                 "test_windows", "test_ingest_cli", "test_bad_input", "test_run_once",
+                 "test_self_profiling", "test_reader_fuzz", "test_frameworks")
+
+
+def _started_longest_first(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: else as found
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _started_longest_first(items)
     try:
         import torch
 

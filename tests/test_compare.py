@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, profile_all_here
 from profile_all import units as fmt
 from test_html_report import _in_chromium
 
@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
 
 
 def test_a_20_percent_slower_region_is_caught_and_fails_the_gate(runs):
-    done = profile_all("compare", runs["base"], runs["slower"], "--fail-above", "10")
+    done = profile_all_here("compare", runs["base"], runs["slower"], "--fail-above", "10")
     assert done.returncode == 1, done.stderr
     # the step (work and steady: 6 -> 6.8 ms, +13%) may be named beside it, by its noise
     said = done.stderr.splitlines()[-1]
@@ -51,7 +51,7 @@ def test_a_20_percent_slower_region_is_caught_and_fails_the_gate(runs):
 
 
 def test_an_a_a_pair_says_no_change(runs):
-    done = profile_all("compare", runs["base"], runs["again"], "--fail-above", "10",
+    done = profile_all_here("compare", runs["base"], runs["again"], "--fail-above", "10",
                        "--format", "json")
     assert done.returncode == 0, done.stderr
     table = json.loads(done.stdout)
@@ -68,7 +68,7 @@ def test_an_a_a_pair_says_no_change(runs):
 
 
 def test_a_change_below_the_threshold_passes(runs):
-    done = profile_all("compare", runs["base"], runs["slower"], "--fail-above", "50")
+    done = profile_all_here("compare", runs["base"], runs["slower"], "--fail-above", "50")
     assert done.returncode == 0, done.stderr
     assert "slower" in done.stdout  # the verdict is shown, the threshold not crossed
 
@@ -78,15 +78,15 @@ def test_the_gate_refuses_runs_of_one_timing_pass(runs, tmp_path):
     done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-o", single,
                        "--", "0.004", "extra")
     assert done.returncode == 0, done.stderr
-    _refused(profile_all("compare", runs["base"], single, "--fail-above", "10"),
+    _refused(profile_all_here("compare", runs["base"], single, "--fail-above", "10"),
              "--fail-above needs at least 2 timing passes in each run")
-    shown = profile_all("compare", runs["base"], single, "--format", "json")
+    shown = profile_all_here("compare", runs["base"], single, "--format", "json")
     assert shown.returncode == 0
     rows = [row for row in json.loads(shown.stdout) if row["kind"] == "region"]
     assert [row["basis"] for row in rows if row["name"] != "extra"] == ["3+1 runs"] * 2
     extra = [row for row in rows if row["name"] == "extra"]  # a region new in B: shown
     assert len(extra) == 1 and extra[0]["verdict"] == "only in B (new)"
-    as_md = profile_all("compare", runs["base"], single, "--format", "md").stdout.splitlines()
+    as_md = profile_all_here("compare", runs["base"], single, "--format", "md").stdout.splitlines()
     assert as_md[0].startswith("| ") and set(as_md[1]) == {"|", "-"}
     assert len(as_md) == len(json.loads(shown.stdout)) + 2  # a line per row, under the head
 
@@ -103,7 +103,7 @@ def test_runs_without_common_regions_are_refused(runs, tmp_path):
     other = tmp_path / "other"
     done = profile_all("run", script, "-b", "wallclock", "-o", other)
     assert done.returncode == 0, done.stderr
-    _refused(profile_all("compare", runs["base"], other),
+    _refused(profile_all_here("compare", runs["base"], other),
              "the two runs have no timed region, step or model in common")
 
 
@@ -112,19 +112,19 @@ def test_unreadable_runs_are_refused_and_left_as_they_were(runs, tmp_path):
     shutil.copytree(runs["base"], newer)
     meta = json.loads((newer / "meta.json").read_text())
     (newer / "meta.json").write_text(json.dumps({**meta, "format": 99}))
-    _refused(profile_all("compare", runs["base"], newer), "written by a newer profile-all")
+    _refused(profile_all_here("compare", runs["base"], newer), "written by a newer profile-all")
 
     missing = tmp_path / "missing"
     shutil.copytree(runs["base"], missing)
     (missing / "report.parquet").unlink()
-    _refused(profile_all("compare", missing, runs["base"]), "report.parquet is missing")
+    _refused(profile_all_here("compare", missing, runs["base"]), "report.parquet is missing")
 
     corrupt = tmp_path / "corrupt"
     shutil.copytree(runs["base"], corrupt)
     (corrupt / "report.parquet").write_bytes(b"PAR1 not really")
     before = sorted(path.name for path in corrupt.iterdir())
-    _refused(profile_all("compare", runs["base"], corrupt), "report.parquet cannot be read")
-    _refused(profile_all("show", corrupt), "report.parquet cannot be read")
+    _refused(profile_all_here("compare", runs["base"], corrupt), "report.parquet cannot be read")
+    _refused(profile_all_here("show", corrupt), "report.parquet cannot be read")
     assert sorted(path.name for path in corrupt.iterdir()) == before
 
 
@@ -155,13 +155,13 @@ def test_runs_of_different_scripts_are_said_first_and_gated(runs, tmp_path):
     done = profile_all("run", other, "-b", "wallclock", "--repeat", "2", "-o",
                        tmp_path / "other", "--", "0.004")
     assert done.returncode == 0, done.stderr
-    compared = profile_all("compare", runs["base"], tmp_path / "other")
+    compared = profile_all_here("compare", runs["base"], tmp_path / "other")
     assert compared.returncode == 0, compared.stderr
     first = compared.stderr.splitlines()[0]
     assert first.startswith("profile-all: note: the runs profiled different targets: ")
     assert "speed.py against" in first and "other_speed.py" in first
     # an A/B of two scripts is gated too, after the note that says the targets differ
-    gated = profile_all("compare", runs["base"], tmp_path / "other", "--fail-above", "10")
+    gated = profile_all_here("compare", runs["base"], tmp_path / "other", "--fail-above", "10")
     assert gated.returncode in (0, 1, 3) and "Traceback" not in gated.stderr, gated.stderr
     assert gated.stderr.splitlines()[0] == first
 
@@ -170,7 +170,7 @@ def test_runs_of_different_scripts_are_said_first_and_gated(runs, tmp_path):
 def test_the_terminal_table_shows_the_numbers(runs, columns):
     """The default table, piped: A, B, the change and the verdict of each region read back
     from the text are the comparison's own (they were once drawn zero wide)."""
-    done = profile_all("compare", runs["base"], runs["slower"], env={"COLUMNS": columns})
+    done = profile_all_here("compare", runs["base"], runs["slower"], env={"COLUMNS": columns})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert all(len(line.rstrip()) <= int(columns) for line in lines)
@@ -233,9 +233,9 @@ def test_two_ingested_traces_compare_on_operators_and_kernels(tmp_path):
     operator's calls, host and device time and each kernel's, untested (totals)."""
     for label, op_us, kernel_us in (("a", 100, 80), ("b", 150, 120)):
         _trace_of(tmp_path / f"{label}.json", op_us, kernel_us)
-        assert profile_all("ingest", tmp_path / f"{label}.json", "-o",
+        assert profile_all_here("ingest", tmp_path / f"{label}.json", "-o",
                            tmp_path / label).returncode == 0
-    done = profile_all("compare", tmp_path / "a", tmp_path / "b")
+    done = profile_all_here("compare", tmp_path / "a", tmp_path / "b")
     assert done.returncode == 0, done.stderr
     table = pa.load(tmp_path / "a").compare(pa.load(tmp_path / "b"))
     rows = table.set_index(["kind", "name", "metric"])
@@ -282,11 +282,11 @@ def test_operator_trees_side_by_side_as_tensorboard_s_diff_view(tmp_path):
     assert pd.isna(nodes.loc["aten::relu", "calls_a"]) and nodes.loc["aten::relu",
                                                                      "calls_b"] == 2
     page = tmp_path / "diff.html"
-    done = profile_all("compare", tmp_path / "a", tmp_path / "b", "--html", page)
+    done = profile_all_here("compare", tmp_path / "a", tmp_path / "b", "--html", page)
     assert done.returncode == 0, done.stderr
     assert f"the comparison's page: {page}" in done.stderr and "aten::addmm" in done.stdout
     for folder in (".", str(tmp_path)):  # a folder is no page: one line, nothing written
-        refused = profile_all("compare", tmp_path / "a", tmp_path / "b", "--html", folder)
+        refused = profile_all_here("compare", tmp_path / "a", tmp_path / "b", "--html", folder)
         assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
             f"profile-all: error: cannot write {folder}: a folder, not a file name "
             "(--html FILE)"], refused.stderr
@@ -317,12 +317,12 @@ def test_a_gate_that_cannot_decide_says_so_and_exits_3(runs, tmp_path):
     row = table[(table["kind"] == "region") & (table["name"] == "work")].iloc[0]
     assert row["verdict"].startswith("inconclusive") and row["change"] > 1
     assert table.attrs["slower"].empty and table.attrs["undecided"]["name"].tolist() == ["work"]
-    done = profile_all("compare", runs["base"], shaken, "--fail-above", "10")
+    done = profile_all_here("compare", runs["base"], shaken, "--fail-above", "10")
     assert done.returncode == 3, done.stderr
     said = done.stderr.strip().splitlines()[-1]
     assert said.startswith("profile-all: undecided: slower by more than 10% as measured, but "
                            "within the run-to-run noise: work (+") and "more repeats" in said
-    passed = profile_all("compare", runs["base"], shaken, "--fail-above", "10",
+    passed = profile_all_here("compare", runs["base"], shaken, "--fail-above", "10",
                          "--pass-undecided")
     assert passed.returncode == 0 and "(passed: --pass-undecided)" in passed.stderr
 

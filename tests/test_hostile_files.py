@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all_here
 
 MIB = 2**20
 GOOD = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
@@ -47,24 +47,24 @@ def test_a_gzip_bomb_is_refused_by_its_name_and_by_its_size(tmp_path):
     assert bomb.stat().st_size < MIB
     out = tmp_path / "out"
     # the event is refused before it is parsed: longer than 4 x --max-field
-    _refused(profile_all("ingest", bomb, "-o", out),
+    _refused(profile_all_here("ingest", bomb, "-o", out),
              out, "an event is at least 44 MiB long, over the 4 x --max-field an event may "
                   "hold: refused, not read")
     # and its name, once the event may be that long
-    _refused(profile_all("ingest", bomb, "--max-field", "20M", "-o", out),
+    _refused(profile_all_here("ingest", bomb, "--max-field", "20M", "-o", out),
              out, "an event's name is 48 Mi characters long, over the 20 Mi characters a "
                   "field may hold (--max-field): refused, not read")
     # the size bound stops the unpacking itself, as it passes it
-    _refused(profile_all("ingest", bomb, "--max-unpacked", "8M", "-o", out),
+    _refused(profile_all_here("ingest", bomb, "--max-unpacked", "8M", "-o", out),
              out, "unpacks to more than 8 MiB (--max-unpacked): refused, not read")
-    _refused(profile_all("ingest", bomb, "-o", out, env={"PROFILE_ALL_MAX_UNPACKED": "8M"}),
+    _refused(profile_all_here("ingest", bomb, "-o", out, env={"PROFILE_ALL_MAX_UNPACKED": "8M"}),
              out, "unpacks to more than 8 MiB")
     # a bomb in a directory is refused, not left out as "not a trace"
     folder = tmp_path / "traces"
     folder.mkdir()
     (folder / "good.json").write_text(json.dumps({"traceEvents": GOOD}))
     bomb.rename(folder / "bomb.json.gz")
-    _refused(profile_all("ingest", folder, "-o", out), out, "an event is at least 44 MiB")
+    _refused(profile_all_here("ingest", folder, "-o", out), out, "an event is at least 44 MiB")
 
 
 def test_the_limits_are_the_users_to_raise(tmp_path):
@@ -72,10 +72,10 @@ def test_the_limits_are_the_users_to_raise(tmp_path):
     events = [*GOOD, {**GOOD[0], "name": "x" * (2 * MIB), "ts": 30_000}]
     trace.write_text(json.dumps({"traceEvents": events}))
     out = tmp_path / "out"
-    _refused(profile_all("ingest", trace, "-o", out), out, "2 Mi characters long")
-    done = profile_all("ingest", trace, "--max-field", "4M", "-o", out)
+    _refused(profile_all_here("ingest", trace, "-o", out), out, "2 Mi characters long")
+    done = profile_all_here("ingest", trace, "--max-field", "4M", "-o", out)
     assert done.returncode == 0, done.stderr
-    _refused(profile_all("ingest", trace, "--max-field", "lots", "-o", tmp_path / "o2"),
+    _refused(profile_all_here("ingest", trace, "--max-field", "lots", "-o", tmp_path / "o2"),
              tmp_path / "o2", "max_field wants bytes like 8G or 512M, got 'lots'")
 
 
@@ -89,7 +89,7 @@ def test_the_limits_are_the_users_to_raise(tmp_path):
 def test_events_whose_fields_have_the_wrong_type_are_left_out_and_said(tmp_path, bad, said):
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"traceEvents": [*GOOD, {**GOOD[0], "ts": 30_000, **bad}]}))
-    done = profile_all("ingest", trace, "-o", tmp_path / "out")
+    done = profile_all_here("ingest", trace, "-o", tmp_path / "out")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     meta = pa.load(tmp_path / "out").meta
     assert meta.status == "partial"
@@ -102,7 +102,7 @@ def test_events_whose_fields_have_the_wrong_type_are_left_out_and_said(tmp_path,
 def test_fields_of_no_consequence_with_the_wrong_type_are_no_traceback(tmp_path, bad):
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"traceEvents": [*GOOD, {**GOOD[0], "ts": 30_000, **bad}]}))
-    done = profile_all("ingest", trace, "-o", tmp_path / "out")
+    done = profile_all_here("ingest", trace, "-o", tmp_path / "out")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 
@@ -118,7 +118,7 @@ def test_pstats_files_are_checked_before_and_after_marshal(tmp_path, content, sa
     path = tmp_path / "p.prof"
     path.write_bytes(content)
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, said)
+    _refused(profile_all_here("ingest", path, "-o", out), out, said)
 
 
 def test_an_nsys_csv_with_a_field_too_long_and_one_too_large(tmp_path):
@@ -132,8 +132,8 @@ def test_an_nsys_csv_with_a_field_too_long_and_one_too_large(tmp_path):
             stream.write(b"%d,%d,10,0,10,%s,1,1,0,0,%d,,:%d,x\n"
                          % (index * 100, index * 100 + 10, name, index, index))
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, "a field of column 'Name' is 2 Mi")
-    _refused(profile_all("ingest", path, "--max-unpacked", "1M", "-o", out), out,
+    _refused(profile_all_here("ingest", path, "-o", out), out, "a field of column 'Name' is 2 Mi")
+    _refused(profile_all_here("ingest", path, "--max-unpacked", "1M", "-o", out), out,
              "unpacks to more than 1 MiB")
 
 
@@ -147,7 +147,8 @@ def test_an_nsys_sqlite_string_too_long(tmp_path):
     db.commit()
     db.close()
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, "a string of StringIds.value is 2 Mi")
+    _refused(profile_all_here("ingest", path, "-o", out), out,
+             "a string of StringIds.value is 2 Mi")
 
 
 def test_an_mprofile_line_too_long(tmp_path):
@@ -155,7 +156,7 @@ def test_an_mprofile_line_too_long(tmp_path):
     path.write_text("CMDLINE python x.py\nMEM 10.0 1.0\nFUNC " + "f" * (2 * MIB)
                     + " 1 1 1 2 0\nMEM 11.0 2.0\n")
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, "line 3 is 2 Mi characters long")
+    _refused(profile_all_here("ingest", path, "-o", out), out, "line 3 is 2 Mi characters long")
 
 
 def test_a_file_whose_reading_would_not_fit_the_free_memory_is_refused():
@@ -182,7 +183,7 @@ def test_an_event_too_long_is_refused_when_another_follows_it(tmp_path):
             stream.write(b"b" * MIB)
         stream.write(b'"}}, ' + json.dumps(GOOD[1]).encode() + b"]}")
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, "an event is at least 8 MiB long")
+    _refused(profile_all_here("ingest", path, "-o", out), out, "an event is at least 8 MiB long")
 
 
 def test_an_nsys_csv_line_too_long_is_refused_before_it_is_held(tmp_path):
@@ -196,7 +197,7 @@ def test_an_nsys_csv_line_too_long_is_refused_before_it_is_held(tmp_path):
             stream.write(b"r" * MIB)
         stream.write(b"\n")
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, "a line is over ")
+    _refused(profile_all_here("ingest", path, "-o", out), out, "a line is over ")
 
 
 def test_pstats_of_the_wrong_values_is_one_line_and_nothing_on_stdout(tmp_path):
@@ -204,7 +205,7 @@ def test_pstats_of_the_wrong_values_is_one_line_and_nothing_on_stdout(tmp_path):
     path.write_bytes(marshal.dumps({("f", 1, "g"): (1, 1, 0.1, 0.2, {}),
                                     ("x", 1, "y"): compile("1", "a", "eval")}))
     out = tmp_path / "out"
-    done = profile_all("ingest", path, "-o", out)
+    done = profile_all_here("ingest", path, "-o", out)
     _refused(done, out, str(path))
     assert done.stdout == ""
 
@@ -215,7 +216,7 @@ def test_a_rank_beyond_any_job_is_one_line(tmp_path, rank, said):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": GOOD}))
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, said)
+    _refused(profile_all_here("ingest", path, "-o", out), out, said)
 
 
 def test_a_trace_with_kernels_but_no_runtime_calls_is_read(tmp_path):
@@ -227,7 +228,7 @@ def test_a_trace_with_kernels_but_no_runtime_calls_is_read(tmp_path):
          "dur": 60},
         {"ph": "X", "cat": "kernel", "name": "kern", "pid": 0, "tid": 7, "ts": 3, "dur": 2,
          "args": {"correlation": 1}}]}))
-    done = profile_all("ingest", path, "-o", tmp_path / "out")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     frame = pa.load(tmp_path / "out").frame
     assert (frame["name"] == "kern").any() and (frame["name"] == "region").any()
@@ -256,7 +257,7 @@ def test_an_nsys_sqlite_whose_ids_hold_text_is_no_traceback(tmp_path, table, col
     db.execute(f'update "{table}" set "{column}" = \'text\' where rowid = 1')
     db.commit()
     db.close()
-    done = profile_all("ingest", path, "-o", tmp_path / "out")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "out")
     assert "Traceback" not in done.stderr and done.returncode in (0, 2), done.stderr
     if done.returncode == 0:
         assert "left out: an identifier that is not a number" in \
@@ -299,7 +300,7 @@ def test_repeated_events_and_ranges_that_do_not_nest_are_left_out_and_said(tmp_p
                "tid": 1, "ts": 95, "dur": 40}, *GOOD]
     trace = tmp_path / "twice.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    done = profile_all("ingest", trace, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", trace, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr[-2000:]
     report = pa.load(tmp_path / "run")
     assert report.meta.status == "partial"
@@ -407,7 +408,7 @@ def test_an_nsys_csv_header_of_too_many_or_repeated_columns(tmp_path, extra, sai
     path = tmp_path / "odd_cuda_gpu_trace.csv"
     path.write_text("\n".join([GPU_TRACE + extra, *GPU_ROWS]) + "\n")
     out = tmp_path / "out"
-    _refused(profile_all("ingest", path, "-o", out), out, said)
+    _refused(profile_all_here("ingest", path, "-o", out), out, said)
 
 
 def test_input_dims_of_the_wrong_types_give_no_flops_and_no_cost(tmp_path):

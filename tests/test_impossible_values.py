@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all_here
 
 #: the bound the README states: about a year, in seconds
 YEAR = 3.2e7
@@ -86,7 +86,7 @@ def _totals(frame, scope, metric):
 ])
 def test_a_stray_impossible_event_is_left_out_and_said(tmp_path, bad, said):
     path, events = _trace(tmp_path, bad)
-    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", path, "-o", tmp_path / "run")
     doubt = (f"{path}: 1 of {GOOD_OPS + 1} events hold an impossible value and are left out "
              f"of every total; e.g. event {GOOD_OPS} 'aten::relu' (operator), {said}")
     report = _kept(result, tmp_path / "run", doubt)
@@ -106,7 +106,7 @@ def test_a_trace_of_impossible_events_is_refused(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([_op("aten::relu", 0, -50), _op("aten::mm", 10, 5),
                                 _op("aten::add", 20, float("1e300"))]))
-    line = _refused(profile_all("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
+    line = _refused(profile_all_here("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
     assert line == (f"profile-all: error: {path}: 2 of 3 events hold an impossible value, "
                     "over 50%: a broken file, refused; e.g. event 0 'aten::relu' (operator), "
                     "dur = -50 µs: negative")
@@ -116,7 +116,7 @@ def test_a_refused_file_stops_the_good_ones_too(tmp_path):
     good, _ = _trace(tmp_path, _op("aten::relu", 30000, 5), "good.json")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"traceEvents": [_op("k", 0, -1, cat="kernel")]}))
-    line = _refused(profile_all("ingest", good, bad, "-o", tmp_path / "run"), tmp_path / "run")
+    line = _refused(profile_all_here("ingest", good, bad, "-o", tmp_path / "run"), tmp_path / "run")
     assert line == (f"profile-all: error: {bad}: 1 of 1 events hold an impossible value, "
                     "over 50%: a broken file, refused; e.g. event 0 'k' (kernel), dur = -1 µs: "
                     "negative")
@@ -128,7 +128,7 @@ def test_a_broken_trace_in_a_directory_is_refused_not_left_out(tmp_path):
     _trace(tmp_path / "traces", _op("aten::relu", 30000, 5), "rank0.json")
     bad = tmp_path / "traces" / "rank1.json"
     bad.write_text(json.dumps([_op("aten::mm", 0, "abc")]))
-    line = _refused(profile_all("ingest", tmp_path / "traces", "-o", tmp_path / "run"),
+    line = _refused(profile_all_here("ingest", tmp_path / "traces", "-o", tmp_path / "run"),
                     tmp_path / "run")
     assert line == (f"profile-all: error: {bad}: 1 of 1 events hold an impossible value, "
                     "over 50%: a broken file, refused; e.g. event 0 'aten::mm' (operator), "
@@ -152,7 +152,7 @@ F, G = ("a.py", 1, "f"), ("a.py", 2, "g")
 def test_a_pstats_file_with_an_impossible_number_is_refused(tmp_path, stats, said):
     path = tmp_path / "bad.prof"
     path.write_bytes(marshal.dumps(stats))
-    line = _refused(profile_all("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
+    line = _refused(profile_all_here("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
     assert line == (f"profile-all: error: {path}: {said}; a pstats file's times are totals "
                     "that depend on each other, none can be left out: refused")
 
@@ -176,7 +176,7 @@ def test_nsys_csv_rows_whose_duration_is_not_a_number(tmp_path, bad, said):
     durations = [500 + i for i in range(9)]
     durations.insert(3, bad)
     path = _gpu_csv(tmp_path, durations)
-    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", path, "-o", tmp_path / "run")
     doubt = (f"{path}: 1 of 10 rows hold an impossible value and are left out of every total;"
              f" e.g. line 5 'kern1', {said}")
     report = _kept(result, tmp_path / "run", doubt)
@@ -198,7 +198,7 @@ def test_nsys_csv_rows_whose_duration_is_not_a_number(tmp_path, bad, said):
 
 def test_nsys_csv_of_impossible_rows_is_refused(tmp_path):
     path = _gpu_csv(tmp_path, ["abc", "-1", 500])
-    line = _refused(profile_all("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
+    line = _refused(profile_all_here("ingest", path, "-o", tmp_path / "run"), tmp_path / "run")
     assert line == (f"profile-all: error: {path}: 2 of 3 rows hold an impossible value, over "
                     "50%: a broken file, refused; e.g. line 2 'kern0', Duration (ns) = 'abc': "
                     "not a number")
@@ -221,7 +221,7 @@ def test_nsys_sqlite_kernel_that_ends_before_it_starts(tmp_path):
     kernels = [(1000 * i, 1000 * i + 400 + i) for i in range(8)]
     kernels[2] = (2000, 1000)
     path = _export(tmp_path / "job.sqlite", kernels)
-    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", path, "-o", tmp_path / "run")
     doubt = (f"{path}: 1 of 8 events hold an impossible value and are left out of every "
              "total; e.g. CUPTI_ACTIVITY_KIND_KERNEL rowid 3 'saxpy', end - start = -1000 ns: "
              "negative")
@@ -236,12 +236,12 @@ def test_nsys_sqlite_kernel_that_ends_before_it_starts(tmp_path):
 def test_nsys_sqlite_of_impossible_kernels_is_refused(tmp_path):
     path = _export(tmp_path / "job.sqlite", [(0, -5), (10, 20)])
     _export(tmp_path / "other.sqlite", [(0, -5), (10, 5), (10, 20)])
-    line = _refused(profile_all("ingest", tmp_path / "other.sqlite", "-o", tmp_path / "run"),
+    line = _refused(profile_all_here("ingest", tmp_path / "other.sqlite", "-o", tmp_path / "run"),
                     tmp_path / "run")
     assert line == (f"profile-all: error: {tmp_path / 'other.sqlite'}: 2 of 3 events hold an "
                     "impossible value, over 50%: a broken file, refused; e.g. "
                     "CUPTI_ACTIVITY_KIND_KERNEL rowid 1 'saxpy', end - start = -5 ns: negative")
-    assert profile_all("ingest", path, "-o", tmp_path / "half").returncode == 0
+    assert profile_all_here("ingest", path, "-o", tmp_path / "half").returncode == 0
 
 
 def test_mprof_samples_that_are_impossible(tmp_path):
@@ -252,7 +252,7 @@ def test_mprof_samples_that_are_impossible(tmp_path):
     lines.append("MEM 999.0 1e300")
     path = tmp_path / "mprofile_1.dat"
     path.write_text("\n".join(lines) + "\n")
-    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", path, "-o", tmp_path / "run")
     doubt = (f"{path}: 3 of 11 samples hold an impossible value and are left out of every "
              "total; e.g. line 5 (MEM sample), MiB = -5 MiB: negative")
     report = _kept(result, tmp_path / "run", doubt)
@@ -276,7 +276,7 @@ def test_mprof_samples_out_of_time_order_and_repeated_functions(tmp_path):
             "FUNC train.step 100.0 1700000000.1000 105.0 1700000000.5000 0"]
     path = tmp_path / "mprofile_1.dat"
     path.write_text("\n".join(once + once) + "\n")
-    result = profile_all("ingest", path, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", path, "-o", tmp_path / "run")
     report = _kept(result, tmp_path / "run", f"{path}: 10 of 20 samples no later than a sample "
                    "before them (a file written twice, or joined to another) left out")
     assert f"{path}: 1 FUNC lines that repeat one before them counted once" in \
@@ -292,7 +292,7 @@ def test_real_files_of_other_projects_raise_no_doubt(fixtures, tmp_path):
              fixtures / "nsys" / "saxpy_mpi_cuda_2022.sqlite",
              fixtures / "nsys" / "pax_fsdp4_proc0_nvtx_pushpop_trace.csv.xz",
              fixtures / "pstats" / "cprofile-cycle.pstats"]
-    result = profile_all("ingest", *files, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", *files, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     meta = pa.load(tmp_path / "run").meta
     assert meta.status == "complete"

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import profile_all as pa
-from conftest import profile_all, write_torch_trace
+from conftest import profile_all, profile_all_here, write_torch_trace
 from test_nsys_csv import GPU_ROWS, GPU_TRACE
 from test_nsys_rep import fake_nsys
 
@@ -22,7 +22,7 @@ def test_two_ranks_nsys_and_pstats_in_one_report(fixtures, tmp_path):
              fixtures / "traces" / "sampled_rank-1.json.gz",
              fixtures / "nsys" / "saxpy_mpi_cuda_2022.sqlite",
              fixtures / "pstats" / "cprofile-cycle.pstats"]
-    result = profile_all("ingest", *files, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", *files, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     frame = report.frame
@@ -41,7 +41,7 @@ def test_two_ranks_nsys_and_pstats_in_one_report(fixtures, tmp_path):
 
 def test_two_ranks_traces_give_the_cross_rank_view(fixtures, tmp_path):
     traces = fixtures / "traces"
-    result = profile_all("ingest", traces / "sampled_rank-0.json.gz",
+    result = profile_all_here("ingest", traces / "sampled_rank-0.json.gz",
                          traces / "sampled_rank-1.json.gz", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     ranks = pa.load(tmp_path / "run").ranks()
@@ -65,7 +65,7 @@ def test_bad_files_are_refused_before_anything_is_written(own_trace, tmp_path, n
     bad = tmp_path / name
     bad.write_bytes(content)
     good = own_trace
-    result = profile_all("ingest", good, bad, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", good, bad, "-o", tmp_path / "run")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert message in result.stderr and "Traceback" not in result.stderr
@@ -75,14 +75,14 @@ def test_bad_files_are_refused_before_anything_is_written(own_trace, tmp_path, n
 def test_python2_pstats_and_a_sqlite_that_is_not_nsys(fixtures, tmp_path):
     copy = tmp_path / "py2.pstats"
     shutil.copy(fixtures / "pstats" / "cprofile-cycle-py2.pstats", copy)
-    result = profile_all("ingest", copy, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", copy, "-o", tmp_path / "run")
     assert result.returncode == 2
     assert "Python 2's cannot be read" in result.stderr
     import sqlite3
 
     with sqlite3.connect(tmp_path / "plain.sqlite") as db:
         db.execute("create table t (x)")
-    result = profile_all("ingest", tmp_path / "plain.sqlite", "-o", tmp_path / "run")
+    result = profile_all_here("ingest", tmp_path / "plain.sqlite", "-o", tmp_path / "run")
     assert result.returncode == 2
     assert "not an Nsight Systems export" in result.stderr
     assert not (tmp_path / "run").exists()
@@ -109,7 +109,7 @@ def test_nsys_stats_csvs_one_per_process_become_ranks(fixtures, tmp_path):
     for name in ("job_rank-1_gpu.csv", "job_rank-0_gpu.csv", "a_gpu.csv", "b_gpu.csv"):
         (tmp_path / name).write_text("\n".join([GPU_TRACE, *GPU_ROWS]) + "\n")
     pax = fixtures / "nsys" / "pax_fsdp4_proc0_nvtx_pushpop_trace.csv.xz"
-    result = profile_all("ingest", pax, tmp_path / "job_rank-1_gpu.csv",
+    result = profile_all_here("ingest", pax, tmp_path / "job_rank-1_gpu.csv",
                          tmp_path / "job_rank-0_gpu.csv", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert _passes(tmp_path / "run") == {(1, "nsys"): [0], (2, "nsys"): [1], (3, "nsys"): [0]}
@@ -119,7 +119,7 @@ def test_nsys_stats_csvs_one_per_process_become_ranks(fixtures, tmp_path):
     regions = report.frame[(report.frame["scope"] == "region") & (report.frame["pass"] == 1)]
     assert regions.loc[regions["metric"] == "calls", "value"].sum() == 27891
     assert "Memcpy HtoD (Pinned -> Device)" in set(report.transfers()["name"])
-    result = profile_all("ingest", tmp_path / "b_gpu.csv", tmp_path / "a_gpu.csv",
+    result = profile_all_here("ingest", tmp_path / "b_gpu.csv", tmp_path / "a_gpu.csv",
                          tmp_path / "job_rank-0_gpu.csv", "-o", tmp_path / "unnamed")
     assert result.returncode == 0, result.stderr
     assert _passes(tmp_path / "unnamed") == {(1, "nsys"): [0], (2, "nsys"): [1],
@@ -131,7 +131,7 @@ def test_nsys_rep_through_nsys_on_path(fixtures, tmp_path, monkeypatch):
     fake_nsys(tmp_path / "bin", fixtures / "nsys" / "saxpy_mpi_cuda_2022.sqlite",
               tmp_path / "argv.json")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    result = profile_all("ingest", report, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", report, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "argv.json").read_text())[:3] == ["export", "--type", "sqlite"]
     loaded = pa.load(tmp_path / "run")
@@ -142,7 +142,7 @@ def test_nsys_rep_through_nsys_on_path(fixtures, tmp_path, monkeypatch):
 def test_nsys_rep_without_nsys_is_refused(fixtures, tmp_path, monkeypatch):
     (tmp_path / "bin").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    stderr = _refused(profile_all("ingest", fixtures / "nsys" / "pdl_2p2c.nsys-rep", "-o",
+    stderr = _refused(profile_all_here("ingest", fixtures / "nsys" / "pdl_2p2c.nsys-rep", "-o",
                                   tmp_path / "run"), tmp_path / "run")
     assert "Nsight Systems" in stderr and "nsys export --type sqlite" in stderr
     assert "pstats" not in stderr
@@ -151,7 +151,7 @@ def test_nsys_rep_without_nsys_is_refused(fixtures, tmp_path, monkeypatch):
 def test_a_file_of_no_kind_read_is_refused_with_the_kinds_read(tmp_path):
     unknown = tmp_path / "numbers.csv"
     unknown.write_text("a,b\n1,2\n")
-    stderr = _refused(profile_all("ingest", unknown, "-o", tmp_path / "run"), tmp_path / "run")
+    stderr = _refused(profile_all_here("ingest", unknown, "-o", tmp_path / "run"), tmp_path / "run")
     assert "numbers.csv: not a file profile-all reads; it reads" in stderr
     for kind in ("chrome traces", "pstats", "sqlite", ".nsys-rep", "nvtx_pushpop_trace",
                  "cuda_gpu_trace", "mprof"):
@@ -166,11 +166,11 @@ def test_a_directory_is_read_as_the_traces_in_it(tmp_path):
                       rank=1)
     write_torch_trace(tmp_path / "logs" / "rank0.json", rank=0)
     (tmp_path / "logs" / "events.out.tfevents.1700000000.host").write_bytes(b"\x00\x01")
-    result = profile_all("ingest", tmp_path / "logs", "-o", tmp_path / "run")
+    result = profile_all_here("ingest", tmp_path / "logs", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert _passes(tmp_path / "run") == {(1, "torch-profiler"): [0], (2, "torch-profiler"): [1]}
     (tmp_path / "empty" / "sub").mkdir(parents=True)
-    stderr = _refused(profile_all("ingest", tmp_path / "empty", "-o", tmp_path / "run2"),
+    stderr = _refused(profile_all_here("ingest", tmp_path / "empty", "-o", tmp_path / "run2"),
                       tmp_path / "run2")
     assert "a directory with no trace file in it (*.json, *.json.gz" in stderr
 
@@ -209,7 +209,7 @@ def test_a_json_array_trace_goes_to_the_chrome_trace_reader(own_trace, tmp_path)
         events = json.load(stream)["traceEvents"]
     array = tmp_path / "events.json"
     array.write_text(json.dumps(events, indent=1))
-    result = profile_all("ingest", array, "-o", tmp_path / "run")
+    result = profile_all_here("ingest", array, "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     frame = pa.load(tmp_path / "run").frame
     assert set(frame["backend"]) == {"torch-profiler"}
@@ -222,9 +222,9 @@ def test_a_file_met_twice_is_read_once_and_said(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     trace = write_torch_trace(logs / "r0.json", rank=0)
-    once = profile_all("ingest", trace, "-o", tmp_path / "once")
+    once = profile_all_here("ingest", trace, "-o", tmp_path / "once")
     assert once.returncode == 0, once.stderr
-    again = profile_all("ingest", trace, trace, logs / ".." / "logs" / "r0.json", logs, "-o",
+    again = profile_all_here("ingest", trace, trace, logs / ".." / "logs" / "r0.json", logs, "-o",
                         tmp_path / "again")
     assert again.returncode == 0, again.stderr
     assert _passes(tmp_path / "again") == {(1, "torch-profiler"): [0]}
@@ -244,15 +244,15 @@ def test_a_run_folder_inside_a_folder_ingested_is_left_out_whole(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     trace = write_torch_trace(project / "rank0.json", rank=0)
-    earlier = profile_all("ingest", trace, "-o", project / "reports" / "earlier")
+    earlier = profile_all_here("ingest", trace, "-o", project / "reports" / "earlier")
     assert earlier.returncode == 0, earlier.stderr
-    done = profile_all("ingest", project, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", project, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     assert _passes(tmp_path / "run") == {(1, "torch-profiler"): [0]}
     run_folder = project / "reports" / "earlier"
     assert f"left out, a profile-all run folder: {run_folder} (`profile-all show {run_folder}` " \
         "reads it)" in pa.load(tmp_path / "run").meta.doubts
-    alone = _refused(profile_all("ingest", project / "reports", "-o", tmp_path / "run2"),
+    alone = _refused(profile_all_here("ingest", project / "reports", "-o", tmp_path / "run2"),
                      tmp_path / "run2")
     assert "a directory with no trace file in it (*.json, *.json.gz, at any depth, outside " \
         "profile-all run folders)" in alone
@@ -267,7 +267,7 @@ def test_a_fifo_and_a_dangling_link_named_like_traces_are_said(tmp_path):
     write_torch_trace(logs / "r0.json", rank=0)
     os.mkfifo(logs / "pipe.json")
     (logs / "gone.json").symlink_to(tmp_path / "nothing-here")
-    done = profile_all("ingest", logs, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", logs, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     doubts = pa.load(tmp_path / "run").meta.doubts
     assert f"left out, not a file: {logs / 'gone.json'} (a link to nothing)" in doubts
@@ -285,7 +285,7 @@ def test_a_long_ingest_says_how_far_it_is(tmp_path):
             "distributedInfo": {"rank": rank, "world_size": 120}, "traceEvents": [
                 {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
                  "ts": 10, "dur": 5}]}))
-    done = profile_all("ingest", logs, "-o", tmp_path / "run",
+    done = profile_all("ingest", logs, "-o", tmp_path / "run",  # its interval: read at import
                        env={"PROFILE_ALL_HEARTBEAT_SECONDS": "0.01"})
     assert done.returncode == 0, done.stderr[-2000:]
     said = [line for line in done.stderr.splitlines() if line.startswith("reading ")]
@@ -325,7 +325,7 @@ def test_files_of_other_kinds_are_named_for_what_they_are(tmp_path):
     for name, said in (("et.json", "an execution trace"), ("timeline.json", "a memory timeline"),
                        ("snapshot.pickle", "a pickle"), ("ranks.tar.gz", "an archive")):
         out = tmp_path / f"run-{name}"
-        done = profile_all("ingest", tmp_path / name, "-o", out)
+        done = profile_all_here("ingest", tmp_path / name, "-o", out)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
@@ -378,13 +378,13 @@ def test_a_byte_order_mark_and_gzip_members_are_read(tmp_path):
     (tmp_path / "bom_cuda_gpu_trace.csv").write_bytes(
         b"\xef\xbb\xbf" + "\n".join([GPU_TRACE, *GPU_ROWS]).encode() + b"\n")
     for name in ("bom.json", "joined.json.gz", "bom_cuda_gpu_trace.csv"):
-        done = profile_all("ingest", tmp_path / name, "-o", tmp_path / f"run-{name}")
+        done = profile_all_here("ingest", tmp_path / name, "-o", tmp_path / f"run-{name}")
         assert done.returncode == 0, done.stderr
         assert pa.load(tmp_path / f"run-{name}").meta.status == "complete"
 
 
 def test_quiet_ingest_says_one_line(own_trace, tmp_path):
-    done = profile_all("ingest", own_trace, "-o", tmp_path / "run", "-q")
+    done = profile_all_here("ingest", own_trace, "-o", tmp_path / "run", "-q")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and done.stderr.splitlines() == [
         f"profile-all: complete, exit code 0: {tmp_path / 'run'}"], done.stderr

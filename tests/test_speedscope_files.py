@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all, profile_all_here
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
@@ -44,7 +44,7 @@ def test_a_speedscope_file_of_another_machine_is_read(tmp_path):
     stacks = [[0, 1, 2]] * 30 + [[0, 1, 2, 3]] * 10 + [[0, 1]] * 60
     path = tmp_path / "job.speedscope.json.gz"
     _write(path, _file(FRAMES, [_sampled(stacks, [0.01] * len(stacks))]), packed=True)
-    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     table = pa.load(tmp_path / "run").sampled_functions().set_index("name")
     forward = table.loc["/nowhere/torch/nn/modules/linear.py:?(forward)"]
@@ -65,7 +65,7 @@ def test_shares_are_of_every_thread_s_samples(tmp_path):
     _write(path, _file(FRAMES + feeder, [
         _sampled(stacks, [0.01] * 60),
         _sampled([[4]] * 40, [0.01] * 40, name='Thread 8 "QueueFeederThread"')]))
-    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     table = pa.load(tmp_path / "run").sampled_functions().set_index("name")
     assert table.loc["/nowhere/job.py:1(<module>)", "share"] == pytest.approx(0.6)
@@ -99,7 +99,7 @@ def test_bad_speedscope_files_are_refused_in_one_line(tmp_path, document, said):
     path = tmp_path / "bad.json"
     _write(path, document)
     out = tmp_path / "run"
-    done = profile_all("ingest", path, "-o", out)
+    done = profile_all_here("ingest", path, "-o", out)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], done.stderr
@@ -110,7 +110,7 @@ def test_a_name_beyond_max_field_is_refused(tmp_path):
     frames = [{"name": "f" * 5000, "file": "a.py", "line": 1}]
     path = tmp_path / "long.json"
     _write(path, _file(frames, [_sampled([[0]], [0.01])]))
-    done = profile_all("ingest", path, "--max-field", "1K", "-o", tmp_path / "run")
+    done = profile_all_here("ingest", path, "--max-field", "1K", "-o", tmp_path / "run")
     assert done.returncode == 2
     assert "frame 0's name is 4.88 Ki characters long, over the 1 Ki characters a field " \
            "may hold (--max-field)" in done.stderr
@@ -140,7 +140,7 @@ def test_a_child_process_s_threads_and_exec_d_code_are_named_plainly(tmp_path):
     worker = _sampled([[0, 1]] * 10, [0.01] * 10, name='Process 101 Thread 102 ""')
     path = tmp_path / "job.speedscope.json"
     _write(path, _file(frames, [parent, child, worker]))
-    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "run")
     assert set(report.threads()["thread"]) == {
@@ -161,7 +161,7 @@ def test_frames_of_many_sources_on_this_machine_are_named_within_a_budget(tmp_pa
               for i in range(20_000)]
     path = tmp_path / "many.speedscope.json"
     _write(path, _file(frames, [_sampled([[i] for i in range(20_000)], [0.01] * 20_000)]))
-    done = profile_all("ingest", path, "-o", tmp_path / "run", timeout=60)
+    done = profile_all_here("ingest", path, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     names = pa.load(tmp_path / "run").sampled_functions()["name"]
     assert names.str.endswith(":?(f)").any() and len(names) == len(set(map(str, sources)))
@@ -173,5 +173,5 @@ def test_a_profile_named_with_a_process_id_of_5000_digits(tmp_path):
     path = tmp_path / "odd.speedscope.json"
     _write(path, _file(FRAMES, [_sampled([[0, 1]] * 3, [0.01] * 3,
                                          name=f"Process {'9' * 5000} Thread 7")]))
-    done = profile_all("ingest", path, "-o", tmp_path / "run")
+    done = profile_all_here("ingest", path, "-o", tmp_path / "run")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -74,6 +74,7 @@ def compare_table(table: pd.DataFrame) -> pd.DataFrame:
         "verdict": [word for word, _why in verdicts],
         "kind": table["kind"],
         "measure": table["backend"] + " " + table["metric"],
-        "rests on": table["basis"].fillna(""),
+        # no basis anywhere is a column of floats (NaN), which pandas 4 will not fill with ""
+        "rests on": [basis if isinstance(basis, str) else "" for basis in table["basis"]],
         "why": [why for _word, why in verdicts],
     })
