@@ -13,6 +13,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = Path(__file__).resolve().parent / "targets"
 EXAMPLES = REPO / "scripts" / "examples"
+#: one OpenMP thread a process (what a user's environment says wins): the suite's two workers
+#: share two cores, and torch's two threads a process spun at barriers for a share of the
+#: suite's CPU, as profile-all's own finding on such runs says (79% of a small training's
+#: samples in libgomp); every subprocess a test starts inherits it
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 #: other projects' files: ../shared/fixtures beside the clone (CI), or where
 #: PROFILE_ALL_FIXTURES points
 SHARED_FIXTURES = Path(os.environ.get("PROFILE_ALL_FIXTURES")
