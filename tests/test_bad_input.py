@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, profile_all_here
 
 
 def _refused(result, message: str) -> None:
@@ -115,7 +115,7 @@ def _impossible_counts(run_dir: Path) -> None:
 
 def test_impossible_values_in_a_run_folder_are_left_out_and_said(good_run, tmp_path):
     run_dir = _damaged(good_run, tmp_path, _impossible_counts)
-    shown = profile_all("show", run_dir)
+    shown = profile_all_here("show", run_dir)
     assert shown.returncode == 0, shown.stderr
     assert "Traceback" not in shown.stderr
     report = pa.load(run_dir)
@@ -162,7 +162,7 @@ def test_a_record_of_many_doubts_gives_fifty_findings_and_a_count(good_run, tmp_
 
 
 def test_show_and_view_of_a_missing_folder(tmp_path):
-    _refused(profile_all("show", tmp_path / "nope"), "no such folder")
+    _refused(profile_all_here("show", tmp_path / "nope"), "no such folder")
     _refused(profile_all("view", tmp_path / "nope", "--no-browser"), "no such folder")
 
 
@@ -182,7 +182,7 @@ def test_view_of_an_ingested_folder(tmp_path):
 
     stats = tmp_path / "made_here.prof"
     cProfile.run("sum(range(1000))", str(stats))
-    ingested = profile_all("ingest", stats, "-o", tmp_path / "from_pstats")
+    ingested = profile_all_here("ingest", stats, "-o", tmp_path / "from_pstats")
     assert ingested.returncode == 0, ingested.stderr
     assert "exit code 0, 1 file read" in ingested.stdout + ingested.stderr  # not "0 passes"
     kept = profile_file(tmp_path / "from_pstats")
@@ -191,7 +191,7 @@ def test_view_of_an_ingested_folder(tmp_path):
     trace = tmp_path / "made_here.pt.trace.json"
     trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
                      '"pid": 1, "tid": 1, "ts": 0, "dur": 5}]}')
-    assert profile_all("ingest", trace, "-o", tmp_path / "from_trace").returncode == 0
+    assert profile_all_here("ingest", trace, "-o", tmp_path / "from_trace").returncode == 0
     _refused(profile_all("view", tmp_path / "from_trace", "--no-browser"),
              "none of the files it was ingested from is a pstats file")
 
@@ -221,7 +221,7 @@ def test_a_parquet_file_that_unpacks_beyond_the_bounds_is_refused_from_its_foote
     run_dir = _damaged(good_run, tmp_path, _a_name_of_20_mib)
     size = (run_dir / "report.parquet").stat().st_size
     assert size < 2**20
-    refused = profile_all("show", run_dir)
+    refused = profile_all_here("show", run_dir)
     _refused(refused, "report.parquet: unpacks to ")
     assert f"over {64 * size + 16 * 2**20:,} (64 times its size and 16 MiB, at most " \
         "PROFILE_ALL_MAX_UNPACKED): a damaged or crafted run folder, not read" in refused.stderr
@@ -271,7 +271,7 @@ def test_a_record_of_many_passes_is_cut_to_top_and_one_too_big_refused(good_run,
     """A meta.json of 100,000 passes printed every one (8.5 MB, 56 s): the passes table is
     cut to --top as other long tables are; a meta.json over 64 MiB is not read."""
     many = _damaged(good_run, tmp_path, _passes_times(5000))
-    shown = profile_all("show", many, "--top", "5")
+    shown = profile_all_here("show", many, "--top", "5")
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "4,995 more rows not shown (--top N to see more)" in shown.stdout
     assert len(shown.stdout) < 100_000
@@ -279,7 +279,7 @@ def test_a_record_of_many_passes_is_cut_to_top_and_one_too_big_refused(good_run,
     shutil.copytree(good_run, huge)
     with (huge / "meta.json").open("a") as meta:
         meta.write(" " * (64 * 2**20))  # still valid JSON
-    _refused(profile_all("show", huge), "meta.json is 67,")
+    _refused(profile_all_here("show", huge), "meta.json is 67,")
 
 
 @pytest.mark.parametrize("where, said", [
@@ -296,5 +296,5 @@ def test_a_path_no_file_system_holds_is_one_line(tmp_path, where, said):
          "dur": 2}]}))
     out = {"out": tmp_path / ("x" * 300), "deep out": tmp_path.joinpath(*["d"] * 2000)}
     files = [tmp_path / ("y" * 300 + ".json")] if where == "file" else [trace]
-    _refused(profile_all("ingest", *files, "-o", out.get(where, tmp_path / "run")), said)
+    _refused(profile_all_here("ingest", *files, "-o", out.get(where, tmp_path / "run")), said)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, profile_all_here
 from profile_all import units as fmt
 from profile_all.render import html
 
@@ -283,7 +283,7 @@ if (document.title.indexOf('ERROR') !== 0) {
 
 def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):
     (run_dir / "report.html").unlink()
-    done = profile_all("show", run_dir, "--html")
+    done = profile_all_here("show", run_dir, "--html")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(run_dir / "report.html")
     assert '<section id="plots">' in (run_dir / "report.html").read_text()
@@ -293,16 +293,16 @@ def test_show_rewrites_the_page_and_jupyter_gets_the_same(run_dir):
 
 def test_show_formats(run_dir):
     frame = pa.load(run_dir).frame
-    as_csv = profile_all("show", run_dir, "--format", "csv")
+    as_csv = profile_all_here("show", run_dir, "--format", "csv")
     assert as_csv.returncode == 0, as_csv.stderr
     assert len(pd.read_csv(StringIO(as_csv.stdout))) == len(frame)
-    as_json = profile_all("show", run_dir, "--format", "json")
+    as_json = profile_all_here("show", run_dir, "--format", "json")
     parsed = json.loads(as_json.stdout)
     assert len(parsed["rows"]) == len(frame) and parsed["meta"]["status"] == "complete"
-    as_md = profile_all("show", run_dir, "--format", "md", "--top", "2")
+    as_md = profile_all_here("show", run_dir, "--format", "md", "--top", "2")
     assert "## Run, steps and regions" in as_md.stdout
     assert re.search(r"\d+ more rows? not shown", as_md.stdout)
-    as_table = profile_all("show", run_dir, "--top", "2")
+    as_table = profile_all_here("show", run_dir, "--top", "2")
     assert re.search(r"\d+ more rows? not shown \(--top N", as_table.stdout)
-    bad = profile_all("show", run_dir, "--format", "xml")
+    bad = profile_all_here("show", run_dir, "--format", "xml")
     assert bad.returncode == 2 and "xml" in bad.stderr

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import REPO, profile_all
+from conftest import REPO, profile_all_here
 
 US = 1e-6
 
@@ -188,7 +188,7 @@ def test_straggler_named_with_its_step(two_ranks):
 
 
 def test_every_output_has_the_analyses(two_ranks, tmp_path):
-    shown = profile_all("show", two_ranks.run_dir)
+    shown = profile_all_here("show", two_ranks.run_dir)
     assert shown.returncode == 0, shown.stderr
     summary = (two_ranks.run_dir / "summary.md").read_text()
     page = (two_ranks.run_dir / "report.html").read_text()
