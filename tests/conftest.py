@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -18,6 +19,10 @@ EXAMPLES = REPO / "scripts" / "examples"
 #: suite's CPU, as profile-all's own finding on such runs says (79% of a small training's
 #: samples in libgomp); every subprocess a test starts inherits it
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+#: a test worker of pytest-xdist has COLUMNS=80 in its environment (a plain `pytest` has
+#: none): a Rich console made at import (the CLI's) would keep those 80 columns for good,
+#: where the CLI in a process of its own gets the width its test asks for
+os.environ.pop("COLUMNS", None)
 
 #: other projects' files: ../shared/fixtures beside the clone (CI), or where
 #: PROFILE_ALL_FIXTURES points
@@ -38,45 +43,82 @@ def profile_all(*args: str, cwd: Path | str | None = None, timeout: float = 240,
 
 def profile_all_here(*args: str, cwd: Path | str | None = None,
                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`profile-all ARGS` run by the CLI's own `main` in this process, its output captured, as
-    `profile_all` returns it: for the commands that read files and write a report (ingest,
-    show, compare), where a test checks what is read and said, not how a process starts or
-    ends. A fresh interpreter's imports are most of such a command (an ingest of a run's
-    trace: 0.15 s here, 0.75 s in a process of its own, 2-core VM, 2026-11-28); the tests
-    of the command's process (signals, closed descriptors, names that are not UTF-8, files
-    read side by side in forked processes, which a process with threads, as a test worker,
-    does not fork) use `profile_all`."""
-    import contextlib
-    import io
+    """`profile-all ARGS` run by the CLI's own `main` in this process, as `profile_all`
+    returns it: for a command whose test checks what is measured, read, written and said,
+    not how the command's own process starts or ends. A fresh interpreter's imports are
+    most of a command that reads a file (an ingest of a run's trace: 0.15 s here, 0.75 s
+    in a process of its own, 2-core VM, 2026-11-28) and 0.7 CPU-s of every run. Its output
+    is caught where a subprocess's is, on file descriptors 1 and 2, so that what the run's
+    passes print (processes of their own) comes in the order it came. The tests of the
+    command's process (signals, closed descriptors, names that are not UTF-8, what the
+    process imports, files read side by side in forked processes, which a process with
+    threads, as a test worker, does not fork) use `profile_all`."""
+    import tempfile
     import traceback
 
     import profile_all
     from profile_all import cli
 
-    out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ), os.getcwd(), sys.argv
     os.environ.update({"COLUMNS": "200", **(env or {})})
     command = [str(Path(profile_all.__file__).parent / "__main__.py"), *map(str, args)]
     sys.argv = command  # what the report's meta.json keeps as the command
     code: object = 0
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.main(command[1:])
-            except SystemExit as ended:
-                code = ended.code
-            except Exception:  # as Python says an uncaught exception: its traceback, exit 1
-                traceback.print_exc()
-                code = 1
-    finally:
-        os.environ.clear()
-        os.environ.update(saved[0])
-        os.chdir(saved[1])
-        sys.argv = saved[2]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            _on_descriptors(out, err) as (stdout, stderr):
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                try:
+                    cli.main(command[1:])
+                except SystemExit as ended:
+                    code = ended.code
+                except Exception:  # as Python says an uncaught exception: its traceback
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            os.environ.clear()
+            os.environ.update(saved[0])
+            os.chdir(saved[1])
+            sys.argv = saved[2]
+        said = [_read_back(file) for file in (out, err)]
     code = 0 if code is None else code if isinstance(code, int) else 1
-    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(command, code, *said)
+
+
+@contextlib.contextmanager
+def _on_descriptors(out, err):
+    """Descriptors 1 and 2 on `out` and `err` (files) while the block runs, and text
+    streams that write through to them, flushed at each write as a pipe's reader sees."""
+    import io
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    streams = [io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                                errors=errors, write_through=True, line_buffering=True)
+               for fd, errors in ((1, "strict"), (2, "backslashreplace"))]
+    try:
+        yield streams
+    finally:
+        for stream in streams:
+            with contextlib.suppress(ValueError):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _read_back(file) -> str:
+    """As `subprocess.run(text=True)` reads a pipe: newlines of every kind made \\n."""
+    import io
+
+    file.seek(0)
+    return io.TextIOWrapper(file, encoding="utf-8", errors="replace", newline=None).read()
 
 
 #: a process of the second user tests run beside root: setpriv's command line

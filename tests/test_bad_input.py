@@ -35,7 +35,7 @@ def _nothing_written(cwd: Path) -> None:
 ])
 def test_bad_script(tmp_path, make_script, message):
     script = make_script(tmp_path)
-    _refused(profile_all("run", script, cwd=tmp_path), message)
+    _refused(profile_all_here("run", script, cwd=tmp_path), message)
     _nothing_written(tmp_path)
 
 
@@ -45,7 +45,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_unknown_backend_names_the_known_ones(tmp_path):
-    result = profile_all("run", TARGETS / "contract.py", "-b", "wallclok", cwd=tmp_path)
+    result = profile_all_here("run", TARGETS / "contract.py", "-b", "wallclok", cwd=tmp_path)
     _refused(result, "unknown backend 'wallclok'; known backends: cprofile, cuda-events, "
                      "flop-counter, flops-profiler, memory, nsys, py-spy, thop, torch-memory, "
                      "torch-profiler, wallclock")
@@ -54,8 +54,8 @@ def test_unknown_backend_names_the_known_ones(tmp_path):
 
 def test_output_folder_that_cannot_be_written(tmp_path):
     (tmp_path / "a_file").write_text("")
-    result = profile_all("run", TARGETS / "contract.py", "-o", tmp_path / "a_file" / "run",
-                         cwd=tmp_path)
+    result = profile_all_here("run", TARGETS / "contract.py", "-o", tmp_path / "a_file" / "run",
+                              cwd=tmp_path)
     _refused(result, "cannot write the output folder")
     assert (tmp_path / "a_file").read_text() == ""
 
@@ -63,13 +63,13 @@ def test_output_folder_that_cannot_be_written(tmp_path):
 def test_output_folder_that_is_not_empty_is_left_alone(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "mine.txt").write_text("keep me")
-    result = profile_all("run", TARGETS / "contract.py", "-o", tmp_path / "run")
+    result = profile_all_here("run", TARGETS / "contract.py", "-o", tmp_path / "run")
     _refused(result, "exists and is not empty")
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["mine.txt"]
 
 
 def test_negative_timeout(tmp_path):
-    result = profile_all("run", TARGETS / "contract.py", "--timeout", "-1", cwd=tmp_path)
+    result = profile_all_here("run", TARGETS / "contract.py", "--timeout", "-1", cwd=tmp_path)
     _refused(result, "timeout must be a positive, finite number of seconds, got -1.0")
     _nothing_written(tmp_path)
 
@@ -77,7 +77,7 @@ def test_negative_timeout(tmp_path):
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("good") / "run"
-    result = profile_all("run", TARGETS / "contract.py", "-o", run_dir)
+    result = profile_all_here("run", TARGETS / "contract.py", "-o", run_dir)
     assert result.returncode == 0, result.stderr
     return run_dir
 
@@ -99,8 +99,8 @@ def _damaged(good_run: Path, tmp_path: Path, damage) -> Path:
 @pytest.mark.parametrize("verb", ["show", "view"])
 def test_unreadable_run_directory(good_run, tmp_path, damage, message, verb):
     run_dir = _damaged(good_run, tmp_path, damage)
-    _refused(profile_all(verb, run_dir, "--no-browser") if verb == "view"
-             else profile_all(verb, run_dir), message)
+    _refused(profile_all_here(verb, run_dir, "--no-browser") if verb == "view"
+             else profile_all_here(verb, run_dir), message)
     with pytest.raises(pa.UsageError, match=message):
         pa.load(run_dir)
 
@@ -163,13 +163,14 @@ def test_a_record_of_many_doubts_gives_fifty_findings_and_a_count(good_run, tmp_
 
 def test_show_and_view_of_a_missing_folder(tmp_path):
     _refused(profile_all_here("show", tmp_path / "nope"), "no such folder")
-    _refused(profile_all("view", tmp_path / "nope", "--no-browser"), "no such folder")
+    _refused(profile_all_here("view", tmp_path / "nope", "--no-browser"), "no such folder")
 
 
 def test_view_of_a_run_without_cprofile(tmp_path):
-    result = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "-o", tmp_path / "r")
+    result = profile_all_here("run", TARGETS / "contract.py", "-b", "wallclock", "-o",
+                              tmp_path / "r")
     assert result.returncode == 0
-    _refused(profile_all("view", tmp_path / "r", "--no-browser"), "has no cProfile file")
+    _refused(profile_all_here("view", tmp_path / "r", "--no-browser"), "has no cProfile file")
 
 
 def test_view_of_an_ingested_folder(tmp_path):
@@ -192,7 +193,7 @@ def test_view_of_an_ingested_folder(tmp_path):
     trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
                      '"pid": 1, "tid": 1, "ts": 0, "dur": 5}]}')
     assert profile_all_here("ingest", trace, "-o", tmp_path / "from_trace").returncode == 0
-    _refused(profile_all("view", tmp_path / "from_trace", "--no-browser"),
+    _refused(profile_all_here("view", tmp_path / "from_trace", "--no-browser"),
              "none of the files it was ingested from is a pstats file")
 
 

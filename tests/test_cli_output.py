@@ -10,13 +10,13 @@ import sys
 
 import pyarrow.parquet
 
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, profile_all_here
 
 
 def test_json_holds_stdout_alone_and_quiet_says_one_line(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "--json", "-q",
-                       "-o", out)
+    done = profile_all_here("run", TARGETS / "contract.py", "-b", "wallclock", "--json", "-q",
+                            "-o", out)
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)  # nothing else on stdout: the script's print went aside
     assert said["status"] == "complete" and said["exit_code"] == 0
@@ -36,7 +36,7 @@ def test_json_holds_stdout_alone_and_quiet_says_one_line(tmp_path):
 def test_json_of_a_failing_script_keeps_its_exit_code(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("import sys\nprint('partial')\nsys.exit(3)\n")
-    done = profile_all("run", script, "-b", "wallclock", "--json", "-o", tmp_path / "run")
+    done = profile_all_here("run", script, "-b", "wallclock", "--json", "-o", tmp_path / "run")
     assert done.returncode == 3
     said = json.loads(done.stdout)
     assert said["exit_code"] == 3 and said["status"] == "failed"
@@ -81,8 +81,8 @@ def test_a_native_file_s_line_can_be_pasted_at_80_columns(tmp_path):
 
 def test_quiet_with_no_output_says_one_line_and_keeps_the_logs(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "contract.py", "-b", "wallclock", "-q",
-                       "--show-output", "none", "-o", out)
+    done = profile_all_here("run", TARGETS / "contract.py", "-b", "wallclock", "-q",
+                            "--show-output", "none", "-o", out)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert done.stderr.splitlines() == [f"profile-all: complete, exit code 0: {out}"]

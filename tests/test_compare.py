@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all, profile_all_here
+from conftest import TARGETS, profile_all_here
 from profile_all import units as fmt
 from test_html_report import _in_chromium
 
@@ -21,8 +21,8 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     made = {}
     for label, delay in (("base", "0.004"), ("again", "0.004"), ("slower", "0.0048")):
-        done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
-                           "--repeat", "3", "-o", root / label, "--", delay)
+        done = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
+                                "--repeat", "3", "-o", root / label, "--", delay)
         assert done.returncode == 0, done.stderr
         made[label] = root / label
     return made
@@ -52,7 +52,7 @@ def test_a_20_percent_slower_region_is_caught_and_fails_the_gate(runs):
 
 def test_an_a_a_pair_says_no_change(runs):
     done = profile_all_here("compare", runs["base"], runs["again"], "--fail-above", "10",
-                       "--format", "json")
+                            "--format", "json")
     assert done.returncode == 0, done.stderr
     table = json.loads(done.stdout)
     timed = [row for row in table if row["kind"] in ("region", "step")]
@@ -75,8 +75,8 @@ def test_a_change_below_the_threshold_passes(runs):
 
 def test_the_gate_refuses_runs_of_one_timing_pass(runs, tmp_path):
     single = tmp_path / "single"
-    done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-o", single,
-                       "--", "0.004", "extra")
+    done = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-o", single,
+                            "--", "0.004", "extra")
     assert done.returncode == 0, done.stderr
     _refused(profile_all_here("compare", runs["base"], single, "--fail-above", "10"),
              "--fail-above needs at least 2 timing passes in each run")
@@ -101,7 +101,7 @@ def test_runs_without_common_regions_are_refused(runs, tmp_path):
     script.write_text("import profile_all as pa\nfor _ in range(5):\n"
                       "    with pa.region('elsewhere'):\n        pass\n")
     other = tmp_path / "other"
-    done = profile_all("run", script, "-b", "wallclock", "-o", other)
+    done = profile_all_here("run", script, "-b", "wallclock", "-o", other)
     assert done.returncode == 0, done.stderr
     _refused(profile_all_here("compare", runs["base"], other),
              "the two runs have no timed region, step or model in common")
@@ -152,8 +152,8 @@ def test_runs_of_different_scripts_are_said_first_and_gated(runs, tmp_path):
     as an A/B (baseline.py against candidate.py)."""
     other = tmp_path / "other_speed.py"
     shutil.copy(TARGETS / "speed.py", other)
-    done = profile_all("run", other, "-b", "wallclock", "--repeat", "2", "-o",
-                       tmp_path / "other", "--", "0.004")
+    done = profile_all_here("run", other, "-b", "wallclock", "--repeat", "2", "-o",
+                            tmp_path / "other", "--", "0.004")
     assert done.returncode == 0, done.stderr
     compared = profile_all_here("compare", runs["base"], tmp_path / "other")
     assert compared.returncode == 0, compared.stderr
@@ -234,7 +234,7 @@ def test_two_ingested_traces_compare_on_operators_and_kernels(tmp_path):
     for label, op_us, kernel_us in (("a", 100, 80), ("b", 150, 120)):
         _trace_of(tmp_path / f"{label}.json", op_us, kernel_us)
         assert profile_all_here("ingest", tmp_path / f"{label}.json", "-o",
-                           tmp_path / label).returncode == 0
+                                tmp_path / label).returncode == 0
     done = profile_all_here("compare", tmp_path / "a", tmp_path / "b")
     assert done.returncode == 0, done.stderr
     table = pa.load(tmp_path / "a").compare(pa.load(tmp_path / "b"))
@@ -323,7 +323,7 @@ def test_a_gate_that_cannot_decide_says_so_and_exits_3(runs, tmp_path):
     assert said.startswith("profile-all: undecided: slower by more than 10% as measured, but "
                            "within the run-to-run noise: work (+") and "more repeats" in said
     passed = profile_all_here("compare", runs["base"], shaken, "--fail-above", "10",
-                         "--pass-undecided")
+                              "--pass-undecided")
     assert passed.returncode == 0 and "(passed: --pass-undecided)" in passed.stderr
 
 

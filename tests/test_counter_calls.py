@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all_here
 
 COUNTERS = ["flop-counter", "thop", "flops-profiler"]
 
@@ -39,8 +39,9 @@ def _table(report):
 def test_seed_conv_per_call_with_bias_as_the_cause(tmp_path):
     (tmp_path / "seed.py").write_text("from torch import nn\n\n\ndef make():\n"
                                       "    return nn.Conv2d(1, 1, 3, padding=1)\n")
-    result = profile_all("model", f"{tmp_path / 'seed.py'}:make", "--input-shape",
-                         "1,1,360,640", "--iters", "3", "--warmup", "1", "-o", tmp_path / "run")
+    result = profile_all_here("model", f"{tmp_path / 'seed.py'}:make", "--input-shape",
+                              "1,1,360,640", "--iters", "3", "--warmup", "1", "-o",
+                              tmp_path / "run")
     assert result.returncode == 0, result.stderr
     table = pa.load(tmp_path / "run").counters().set_index("counter")
     assert SEED_FLOPS == 4_147_200
@@ -83,8 +84,8 @@ CONV_OUTPUTS = 36 * 64  # one channel
 
 
 def test_a_layer_called_three_times_in_a_script_compares_per_call(tmp_path):
-    result = profile_all("run", _script(tmp_path, TWICE_SCRIPT), "-b", "flop-counter", "-b",
-                         "thop", "-b", "flops-profiler", "-o", tmp_path / "run")
+    result = profile_all_here("run", _script(tmp_path, TWICE_SCRIPT), "-b", "flop-counter", "-b",
+                              "thop", "-b", "flops-profiler", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     table = _table(report)
@@ -281,9 +282,9 @@ def test_without_the_exact_counter_no_count_is_said_to_agree(tmp_path):
     counts the bias adds): each was said to 'agree'."""
     (tmp_path / "seed.py").write_text("from torch import nn\n\n\ndef make():\n"
                                       "    return nn.Conv2d(1, 1, 3, padding=1)\n")
-    result = profile_all("model", f"{tmp_path / 'seed.py'}:make", "--input-shape",
-                         "1,1,360,640", "--iters", "3", "--warmup", "1", "-b", "thop", "-b",
-                         "flops-profiler", "-o", tmp_path / "run")
+    result = profile_all_here("model", f"{tmp_path / 'seed.py'}:make", "--input-shape",
+                              "1,1,360,640", "--iters", "3", "--warmup", "1", "-b", "thop", "-b",
+                              "flops-profiler", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     table = pa.load(tmp_path / "run").counters().set_index("counter")
     assert table.loc["thop", "cause"] == (
@@ -298,9 +299,9 @@ def test_a_model_with_nothing_counted_gets_no_rate(tmp_path):
     'achieved 0 GFLOP/s'. A LayerNorm is all element-wise: flop-counter counts none."""
     (tmp_path / "norm.py").write_text("from torch import nn\n\n\ndef make():\n"
                                       "    return nn.LayerNorm(8)\n")
-    result = profile_all("model", f"{tmp_path / 'norm.py'}:make", "--input-shape", "4,8",
-                         "--iters", "3", "--warmup", "1", "-b", "flop-counter",
-                         "-o", tmp_path / "run")
+    result = profile_all_here("model", f"{tmp_path / 'norm.py'}:make", "--input-shape", "4,8",
+                              "--iters", "3", "--warmup", "1", "-b", "flop-counter",
+                              "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert "GFLOP/s" not in result.stderr
     frame = pa.load(tmp_path / "run").frame

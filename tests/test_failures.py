@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, Running, profile_all
+from conftest import TARGETS, Running, profile_all, profile_all_here
 
 SCRIPT = TARGETS / "regions_then.py"
 BACKENDS = ["-b", "wallclock", "-b", "cprofile"]  # a timing pass and a tracer pass
@@ -55,7 +55,7 @@ def _check_kept(run_dir: Path, *, status: str, exit_code: int, error: str) -> pa
 ])
 def test_failing_target_keeps_every_pass(tmp_path, how, status, exit_code, error):
     run_dir = tmp_path / "run"
-    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", how)
+    result = profile_all_here("run", SCRIPT, *BACKENDS, "-o", run_dir, "--", how)
     assert result.returncode == exit_code, result.stderr
     report = _check_kept(run_dir, status=status, exit_code=exit_code, error=error)
     # the other pass (cProfile) still ran, and wrote its file
@@ -87,8 +87,8 @@ def test_timeout_stops_the_pass_says_where_it_hung_and_exits_124(tmp_path, on_ti
     run_dir = tmp_path / "run"
     # 4 s: a pass forked from the server starts its target at once (torch imported there;
     # the wait for the server's import is not the pass's)
-    result = profile_all("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "4",
-                         "--on-timeout", on_timeout, "--", "sleep")
+    result = profile_all_here("run", SCRIPT, *BACKENDS, "-o", run_dir, "--timeout", "4",
+                              "--on-timeout", on_timeout, "--", "sleep")
     assert result.returncode == 124, result.stderr
     report = _check_kept(run_dir, status="timeout", exit_code=124, error="timed out after 4 s")
     # the script's line that sleeps: `time.sleep(600)` inside the region `sleeping`
@@ -154,8 +154,8 @@ def test_a_target_stuck_in_native_code_still_writes_its_pass_on_timeout(tmp_path
     script.write_text(STUCK_IN_C)
     started = time.monotonic()
     # 4 s: the forked pass starts its target at once (the server's import is not its time)
-    done = profile_all("run", script, "-b", "wallclock", "--timeout", "4", "-o",
-                       tmp_path / "run")
+    done = profile_all_here("run", script, "-b", "wallclock", "--timeout", "4", "-o",
+                            tmp_path / "run")
     assert done.returncode == 124, done.stderr
     assert time.monotonic() - started < 40  # not the 10 s grace, nor pbkdf2's minutes
     summary = pa.load(tmp_path / "run").meta.passes[0]
@@ -171,7 +171,7 @@ def test_a_long_coloured_error_is_told_in_one_line_with_its_cause(tmp_path):
     script = tmp_path / "coloured.py"
     script.write_text('raise RuntimeError("\\x1b[1mWeights only load failed.\\x1b[0m Re-running'
                       ' may help.\\n\\nWeightsUnpickler error: Unsupported global: GLOBAL x")\n')
-    result = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run")
+    result = profile_all_here("run", script, "-b", "wallclock", "-o", tmp_path / "run")
     assert result.returncode == 1
     said = "RuntimeError: Weights only load failed. Re-running may help. … WeightsUnpickler " \
            "error: Unsupported global: GLOBAL x"
@@ -184,7 +184,7 @@ def test_a_script_that_fails_before_its_first_step_is_run_once(tmp_path):
     the clean timing pass alone runs, and the run says why the others did not; named
     backends all run (a profile of the failure may be what is asked for)."""
     script = TARGETS / "fails_at_setup.py"
-    result = profile_all("run", script, "-o", tmp_path / "default")
+    result = profile_all_here("run", script, "-o", tmp_path / "default")
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("Traceback") == 1  # the script ran once
     report = pa.load(tmp_path / "default")
@@ -200,7 +200,7 @@ def test_a_script_that_fails_before_its_first_step_is_run_once(tmp_path):
         "the script stopped with exit code 1 in pass 1: FileNotFoundError: no such file: "
         "data/train.bin")
 
-    named = profile_all("run", script, *BACKENDS, "-o", tmp_path / "named")
+    named = profile_all_here("run", script, *BACKENDS, "-o", tmp_path / "named")
     assert named.returncode == 1, named.stderr
     assert [p.backends for p in pa.load(tmp_path / "named").meta.passes] == [
         ["wallclock"], ["cprofile"]]
@@ -237,7 +237,7 @@ def test_a_profiler_s_pass_killed_after_the_script_ended_well_is_no_failure_of_i
     code 137` and 'the script stopped ... fix it, and run again'."""
     script = tmp_path / "killed.py"
     script.write_text(KILLED_UNDER_A_PROFILER)
-    done = profile_all("run", "--separate-passes", script, *BACKENDS, "-o", tmp_path / "run")
+    done = profile_all_here("run", "--separate-passes", script, *BACKENDS, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "run")
     assert (report.meta.status, report.meta.exit_code) == ("partial", 0)

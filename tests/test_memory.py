@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all, value_of
+from conftest import TARGETS, profile_all_here, value_of
 
 MIB = 2**20
 MPROF = shutil.which("mprof") or str(Path(sys.executable).with_name("mprof"))
@@ -27,7 +27,7 @@ def _memory_rows(run_dir: Path):
 
 def test_region_peaks_and_mprofile_file(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out)
+    done = profile_all_here("run", TARGETS / "allocates.py", "-b", "memory", "-o", out)
     assert done.returncode == 0, done.stderr
     assert "allocated" in done.stdout
     rows = _memory_rows(out)
@@ -66,7 +66,7 @@ def test_region_peaks_and_mprofile_file(tmp_path):
                    capture_output=True, env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
     assert plot.read_bytes().startswith(b"\x89PNG")
 
-    ingested = profile_all("ingest", dat, "-o", tmp_path / "ingested")
+    ingested = profile_all_here("ingest", dat, "-o", tmp_path / "ingested")
     assert ingested.returncode == 0, ingested.stderr
     again = pa.load(tmp_path / "ingested").frame
     assert abs(value_of(again, scope="run", metric="peak_rss", stat="max") - peak) < MIB / 1e3
@@ -95,8 +95,8 @@ def _read_as_format_1(out, copy, report):
 
 def test_children_are_counted_apart(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
-                       "children")
+    done = profile_all_here("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
+                            "children")
     assert done.returncode == 0, done.stderr
     rows = _memory_rows(out)
     assert value_of(rows, scope="run", metric="child_processes") == 1
@@ -108,8 +108,8 @@ def test_children_are_counted_apart(tmp_path):
 
 def test_line_by_line_for_named_and_decorated_functions(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out,
-                       "--memory-lines", "allocates:grow")
+    done = profile_all_here("run", TARGETS / "allocates.py", "-b", "memory", "-o", out,
+                            "--memory-lines", "allocates:grow")
     assert done.returncode == 0, done.stderr
     # memory_profiler's own table is printed by the script's @profile in the timing pass,
     # as the script prints it, and not in the memory pass, which measures it instead
@@ -134,8 +134,8 @@ def test_line_by_line_for_named_and_decorated_functions(tmp_path):
 
 def test_a_killed_target_keeps_its_timeline(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
-                       "kill")
+    done = profile_all_here("run", TARGETS / "allocates.py", "-b", "memory", "-o", out, "--",
+                            "kill")
     assert done.returncode == 137, done.stderr
     assert "killed by SIGKILL" in done.stderr
     rows = _memory_rows(out)
@@ -164,7 +164,7 @@ def test_cuda_peaks_per_region_are_reset_and_nested(tmp_path):
     script = tmp_path / "cuda_regions.py"
     script.write_text(CUDA_REGIONS)
     out = tmp_path / "run"
-    done = profile_all("run", script, "-b", "memory", "-o", out)
+    done = profile_all_here("run", script, "-b", "memory", "-o", out)
     assert done.returncode == 0, done.stderr
     rows = _memory_rows(out)
 

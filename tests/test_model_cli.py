@@ -10,14 +10,14 @@ import pytest
 import torch
 
 import profile_all as pa
-from conftest import REPO, profile_all
+from conftest import REPO, profile_all, profile_all_here
 
 MODELS = REPO / "scripts" / "examples" / "models.py"
 
 
 def test_model_from_a_file_spec_in_subprocesses(tmp_path):
-    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "20",
-                         "--warmup", "2", "-o", tmp_path / "run")
+    result = profile_all_here("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "20",
+                              "--warmup", "2", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     assert [p.backends for p in report.meta.passes] == [
@@ -35,9 +35,9 @@ def test_model_from_a_file_spec_in_subprocesses(tmp_path):
 
 
 def test_package_module_class_spec_and_train(tmp_path):
-    result = profile_all("model", "torch.nn:PReLU", "--input-shape", "4,8", "--train",
-                         "--iters", "5", "--warmup", "1", "-b", "flop-counter",
-                         "-o", tmp_path / "run")
+    result = profile_all_here("model", "torch.nn:PReLU", "--input-shape", "4,8", "--train",
+                              "--iters", "5", "--warmup", "1", "-b", "flop-counter",
+                              "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     assert set(report.frame.loc[report.frame["scope"] == "model", "name"]) == {"train_step"}
@@ -55,7 +55,7 @@ def test_package_module_class_spec_and_train(tmp_path):
     (["torch.nn:Tanh", "--train"], "--train needs a model with trainable parameters"),
 ])
 def test_bad_specs(tmp_path, args, message):
-    result = profile_all("model", *args, "--input-shape", "1,784", cwd=tmp_path)
+    result = profile_all_here("model", *args, "--input-shape", "1,784", cwd=tmp_path)
     _refused(result, message, tmp_path)
 
 
@@ -67,14 +67,14 @@ def test_bad_specs(tmp_path, args, message):
     (["--input-shape", "1,784", "--batch-size", "many"], "(--batch-size) wants a positive"),
 ])
 def test_bad_shapes_and_options(tmp_path, extra, message):
-    result = profile_all("model", f"{MODELS}:mlp", *extra, cwd=tmp_path)
+    result = profile_all_here("model", f"{MODELS}:mlp", *extra, cwd=tmp_path)
     _refused(result, message, tmp_path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 def test_cuda_device_without_cuda(tmp_path):
-    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "1,784", "--device", "cuda",
-                         cwd=tmp_path)
+    result = profile_all_here("model", f"{MODELS}:mlp", "--input-shape", "1,784", "--device",
+                              "cuda", cwd=tmp_path)
     _refused(result, "--device cuda, but CUDA is not available here", tmp_path)
 
 
@@ -136,9 +136,9 @@ def test_counting_on_the_meta_device(tmp_path):
         "    def forward(self, x):\n"
         "        return super().forward(x) * float(x.abs().max().item() > 0)\n"
         "def picky():\n    return Picky(784, 10)\n")
-    result = profile_all("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "3",
-                         "--warmup", "1", "-b", "flop-counter", "-b", "thop", "-b",
-                         "flops-profiler", "--count-on", "meta", "-o", tmp_path / "run")
+    result = profile_all_here("model", f"{MODELS}:mlp", "--input-shape", "16,784", "--iters", "3",
+                              "--warmup", "1", "-b", "flop-counter", "-b", "thop", "-b",
+                              "flops-profiler", "--count-on", "meta", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     assert [(p.backends, p.ran_on) for p in report.meta.passes] == [
@@ -148,9 +148,9 @@ def test_counting_on_the_meta_device(tmp_path):
     assert counted["flop-counter"] == exact and counted["thop"] == exact
     assert any("counted on the meta device" in doubt for doubt in report.meta.doubts)
 
-    result = profile_all("model", "factories.py:picky", "--input-shape", "2,784",
-                         "--iters", "2", "--warmup", "1", "-b", "flop-counter",
-                         "--count-on", "meta", "-o", tmp_path / "picky", cwd=tmp_path)
+    result = profile_all_here("model", "factories.py:picky", "--input-shape", "2,784",
+                              "--iters", "2", "--warmup", "1", "-b", "flop-counter",
+                              "--count-on", "meta", "-o", tmp_path / "picky", cwd=tmp_path)
     assert result.returncode != 0
     passes = pa.load(tmp_path / "picky").meta.passes
     assert passes[0].status == "ok" and passes[1].status != "ok"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all, profile_all_here
 
 MARKS = """import sys
 from pathlib import Path
@@ -109,8 +109,8 @@ def test_an_output_link_to_an_empty_folder_is_followed(tmp_path):
     script = _script(tmp_path)
     (tmp_path / "empty").mkdir()
     (tmp_path / "link").symlink_to("empty")
-    done = profile_all("run", script, "-b", "wallclock", "-q", "-o", tmp_path / "link",
-                       "--", tmp_path / "ran")
+    done = profile_all_here("run", script, "-b", "wallclock", "-q", "-o", tmp_path / "link",
+                            "--", tmp_path / "ran")
     assert done.returncode == 0, done.stderr
     assert pa.load(tmp_path / "empty").meta.status == "complete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "link", "marks.py", "ran"]
@@ -122,8 +122,8 @@ def test_an_output_link_to_an_empty_folder_is_followed(tmp_path):
 def test_the_last_line_names_the_report_escaped(tmp_path, quiet):
     script = _script(tmp_path)
     out = tmp_path / "a\x1b[31mred\nline"
-    done = profile_all("run", script, "-b", "wallclock", *(["-q"] if quiet else []), "-o",
-                       out, "--", tmp_path / "ran")
+    done = profile_all_here("run", script, "-b", "wallclock", *(["-q"] if quiet else []), "-o",
+                            out, "--", tmp_path / "ran")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stderr
     shown = str(tmp_path) + "/a\\x1b[31mred\\nline"
@@ -166,8 +166,8 @@ def test_a_target_that_removes_its_working_folder_keeps_its_py_spy_rows(tmp_path
     """Its py-spy rows and flame graph were lost (os.getcwd() failed in their collection)."""
     script = tmp_path / "removes.py"
     script.write_text(REMOVES_ITS_FOLDER)
-    done = profile_all("run", script, "-b", "py-spy", "-o", tmp_path / "run",
-                       "--pass-steps", "all")
+    done = profile_all_here("run", script, "-b", "py-spy", "-o", tmp_path / "run",
+                            "--pass-steps", "all")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "run")
     assert [p.status for p in report.meta.passes] == ["ok", "ok"]

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 import profile_all as pa
-from conftest import EXAMPLES, TARGETS, profile_all
+from conftest import EXAMPLES, TARGETS, profile_all, profile_all_here
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +22,9 @@ def two_costs(tmp_path_factory):
     """train-free: the two parts of known cost, under wallclock, py-spy and cProfile, each
     pass whole."""
     run = tmp_path_factory.mktemp("two") / "run"
-    done = profile_all("run", TARGETS / "two_costs.py", "-b", "wallclock", "-b", "py-spy",
-                       "-b", "cprofile", "--pass-steps", "all", "--py-spy-rate", "200",
-                       "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
+    done = profile_all_here("run", TARGETS / "two_costs.py", "-b", "wallclock", "-b", "py-spy",
+                            "-b", "cprofile", "--pass-steps", "all", "--py-spy-rate", "200",
+                            "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     return pa.load(run)
 
@@ -97,7 +97,7 @@ def test_native_files_open_and_read_back(two_costs, tmp_path):
     titles = [title.text for title in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert any(text.startswith("thread MainThread") for text in titles)
     assert any("(loop)" in text for text in titles)
-    done = profile_all("ingest", artifacts / "py_spy.speedscope.json", "-o", tmp_path / "in")
+    done = profile_all_here("ingest", artifacts / "py_spy.speedscope.json", "-o", tmp_path / "in")
     assert done.returncode == 0, done.stderr
     again = pa.load(tmp_path / "in")
     assert set(again.frame["backend"]) == {"py-spy"}
@@ -118,9 +118,9 @@ def test_sampled_lines_sit_beside_the_functions(two_costs):
 
 def test_native_frames_show_torch_s_cpp_under_backward(tmp_path):
     run = tmp_path / "run"
-    done = profile_all("run", EXAMPLES / "train_cnn.py", "-b", "py-spy", "--native",
-                       "--py-spy-rate", "200", "--pass-steps", "all", "-o", run, "--",
-                       "--steps", "20", env={"OMP_NUM_THREADS": "1"})
+    done = profile_all_here("run", EXAMPLES / "train_cnn.py", "-b", "py-spy", "--native",
+                            "--py-spy-rate", "200", "--pass-steps", "all", "-o", run, "--",
+                            "--steps", "20", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     calls = pa.load(run).frame
     calls = calls[calls["scope"] == "call"]
@@ -178,8 +178,8 @@ def test_a_pass_samples_the_target_s_child_and_py_spy_is_not_below_the_target(tm
     was one of them and waited, one start in two, 100 ms for its own failed attach: it is
     started apart now (backends/apart_process.py)."""
     run = tmp_path / "run"
-    done = profile_all("run", TARGETS / "child_work.py", "-b", "py-spy", "--show-output",
-                       "all", "-o", run)
+    done = profile_all_here("run", TARGETS / "child_work.py", "-b", "py-spy", "--show-output",
+                            "all", "-o", run)
     assert done.returncode == 0, done.stderr
     below = [line for line in done.stdout.splitlines() if line.startswith("below:")]
     assert len(below) == 2 and all("py-spy" not in line for line in below), below
@@ -194,9 +194,9 @@ def test_lines_asked_for_by_name_are_shown_whatever_the_top(tmp_path):
     """`--py-spy-lines two_costs:tiny`: its lines were in summary.md and the terminal only
     with --top 100 (behind the hottest functions' lines)."""
     run = tmp_path / "run"
-    done = profile_all("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
-                       "--py-spy-rate", "200", "--py-spy-lines", "two_costs:tiny",
-                       "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
+    done = profile_all_here("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
+                            "--py-spy-rate", "200", "--py-spy-lines", "two_costs:tiny",
+                            "-o", run, "--", "100", env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     # 100 turns: about 20 samples of `tiny` (30 turns gave 6 here quiet, and none once in CI)
     lines = pa.load(run).lines()

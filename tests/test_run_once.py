@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 
 TARGET = TARGETS / "run_once.py"
 BACKENDS = ["-b", "wallclock", "-b", "memory", "-b", "cprofile", "-b", "torch-profiler",
@@ -34,7 +34,7 @@ def _value(report: pa.Report, backend: str, scope: str, name: str, metric: str,
 def once(tmp_path_factory):
     folder = tmp_path_factory.mktemp("once")
     runs = folder / "runs.txt"
-    done = profile_all("run", TARGET, *BACKENDS, "-o", folder / "run", "--", runs)
+    done = profile_all_here("run", TARGET, *BACKENDS, "-o", folder / "run", "--", runs)
     assert done.returncode == 0, done.stderr[-3000:]
     bare = subprocess.run([sys.executable, str(TARGET), folder / "bare.txt"],
                           capture_output=True, text=True, check=True).stdout
@@ -99,8 +99,8 @@ def test_windows_count_the_script_s_own_steps_not_an_evaluation_s_calls(tmp_path
     """Ten model calls under no_grad before the first optimizer step looked like steps (an
     inference loop's): windows begun on them count again on the optimizer's."""
     runs = tmp_path / "runs.txt"
-    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
-                       tmp_path / "run", "--", runs, "30", "eval")
+    done = profile_all_here("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
+                            tmp_path / "run", "--", runs, "30", "eval")
     assert done.returncode == 0, done.stderr[-3000:]
     host, window = pa.load(tmp_path / "run").meta.passes
     assert (host.steps, host.step_source) == (30, "optimizer.step()")
@@ -111,8 +111,8 @@ def test_windows_count_the_script_s_own_steps_not_an_evaluation_s_calls(tmp_path
 
 def test_a_window_the_script_does_not_reach_runs_in_a_pass_of_its_own(tmp_path):
     runs = tmp_path / "runs.txt"
-    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-b",
-                       "flop-counter", "-o", tmp_path / "run", "--", runs, "12")
+    done = profile_all_here("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-b",
+                            "flop-counter", "-o", tmp_path / "run", "--", runs, "12")
     assert done.returncode == 0, done.stderr[-3000:]
     passes = pa.load(tmp_path / "run").meta.passes
     assert [(p.backends, p.host, p.steps) for p in passes] == [
@@ -125,8 +125,8 @@ def test_a_window_the_script_does_not_reach_runs_in_a_pass_of_its_own(tmp_path):
 
 def test_separate_passes_run_the_script_in_each(tmp_path):
     runs = tmp_path / "runs.txt"
-    done = profile_all("run", "--separate-passes", TARGET, "-b", "wallclock", "-b",
-                       "cprofile", "-o", tmp_path / "run", "--", runs, "12")
+    done = profile_all_here("run", "--separate-passes", TARGET, "-b", "wallclock", "-b",
+                            "cprofile", "-o", tmp_path / "run", "--", runs, "12")
     assert done.returncode == 0, done.stderr[-3000:]
     passes = pa.load(tmp_path / "run").meta.passes
     assert [(p.host, p.steps) for p in passes] == [(None, 12), (None, 12)]
@@ -137,9 +137,9 @@ def test_a_closure_optimizer_s_few_steps_are_windowed_by_its_evaluations(tmp_pat
     """Six LBFGS steps leave no room for two windows of steps; their 24 evaluations of the
     closure (forward and backward) do: the script runs once, the counter's FLOPs a step
     are one forward and backward of its MLP."""
-    done = profile_all("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
-                       "cprofile", "-b", "flop-counter", "-o", tmp_path / "run", "--",
-                       "train-only")
+    done = profile_all_here("run", TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                            "cprofile", "-b", "flop-counter", "-o", tmp_path / "run", "--",
+                            "train-only")
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(tmp_path / "run")
     source = "backward() inside optimizer.step()"
@@ -158,8 +158,8 @@ def test_windows_of_long_steps_hold_fewer_unless_asked(tmp_path):
     """Steps of 0.15 s: a window holds 4 (about half a second, and three per-step times
     after its first), 6 where --pass-steps asks for 6."""
     for name, asked in (("default", ()), ("asked", ("--pass-steps", "6"))):
-        done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
-                           *asked, "-o", tmp_path / name, "--", "0.15")
+        done = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
+                                *asked, "-o", tmp_path / name, "--", "0.15")
         assert done.returncode == 0, done.stderr[-3000:]
     assert [p.steps for p in pa.load(tmp_path / "default").meta.passes] == [30, 4]
     assert [p.steps for p in pa.load(tmp_path / "asked").meta.passes] == [30, 6]
@@ -168,8 +168,8 @@ def test_windows_of_long_steps_hold_fewer_unless_asked(tmp_path):
 def test_a_window_that_held_an_evaluation_says_so(tmp_path):
     """An evaluation inside the loop at step 9, inside cProfile's window (steps 6-11): the
     timing pass's unusual steps leave windows out, so the window's doubt names it."""
-    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
-                       tmp_path / "run", "--", tmp_path / "runs.txt", "30", "eval-at-9")
+    done = profile_all_here("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o",
+                            tmp_path / "run", "--", tmp_path / "runs.txt", "30", "eval-at-9")
     assert done.returncode == 0, done.stderr[-3000:]
     said = [line for line in pa.load(tmp_path / "run").meta.doubts if "unlike" in line]
     # other steps may be named too where the machine paused the script (a loaded one)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all, profile_all_here
 
 
 def _seen(stdout: str) -> dict:
@@ -19,8 +19,8 @@ def test_argv_main_path_and_cwd_match_plain_python(tmp_path):
     args = ["--epochs", "1", "plain word", "-x"]
     plain = subprocess.run([sys.executable, str(script), *args], cwd=tmp_path,
                            capture_output=True, text=True, check=True)
-    profiled = profile_all("run", script, "-b", "wallclock", "-o", tmp_path / "run", "--",
-                           *args, cwd=tmp_path)
+    profiled = profile_all_here("run", script, "-b", "wallclock", "-o", tmp_path / "run", "--",
+                                *args, cwd=tmp_path)
     assert profiled.returncode == 0, profiled.stderr
     assert _seen(profiled.stdout) == _seen(plain.stdout)
     assert _seen(plain.stdout)["name"] == "__main__"
@@ -28,8 +28,8 @@ def test_argv_main_path_and_cwd_match_plain_python(tmp_path):
 
 
 def test_script_folder_is_first_on_sys_path(tmp_path):
-    result = profile_all("run", TARGETS / "imports_sibling.py", "-b", "wallclock",
-                         "-o", tmp_path / "run", cwd=tmp_path)
+    result = profile_all_here("run", TARGETS / "imports_sibling.py", "-b", "wallclock",
+                              "-o", tmp_path / "run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "imported from the script's folder" in result.stdout
 
@@ -57,16 +57,16 @@ def test_in_process_run_restores_argv_and_sys_path(tmp_path, capsys):
 
 def test_the_output_of_the_first_pass_only_unless_all_is_asked(tmp_path):
     script = TARGETS / "regions_then.py"
-    once = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "-o",
-                       tmp_path / "once", "--", "ok")
+    once = profile_all_here("run", script, "-b", "wallclock", "-b", "cprofile", "-o",
+                            tmp_path / "once", "--", "ok")
     assert once.returncode == 0, once.stderr
     assert once.stdout.count("finished") == 1  # the first pass's
     for number in (1, 2):  # every pass's output is in its log
         log = tmp_path / "once" / "artifacts" / f"pass{number}.stdout.log"
         assert "finished" in log.read_text()
-    every = profile_all("run", script, "-b", "wallclock", "-b", "cprofile", "--show-output",
-                        "all", "-o", tmp_path / "all", "--", "ok")
+    every = profile_all_here("run", script, "-b", "wallclock", "-b", "cprofile", "--show-output",
+                             "all", "-o", tmp_path / "all", "--", "ok")
     assert every.stdout.count("finished") == 2
-    bad = profile_all("run", script, "--show-output", "some", "-o", tmp_path / "bad")
+    bad = profile_all_here("run", script, "--show-output", "some", "-o", tmp_path / "bad")
     assert bad.returncode == 2 and "show_output (--show-output) must be one of" in bad.stderr
     assert not (tmp_path / "bad").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, measured_frame, profile_all, value_of
+from conftest import TARGETS, measured_frame, profile_all, profile_all_here, value_of
 from profile_all.readers import chrome_trace
 
 
@@ -16,9 +16,9 @@ def _value(frame, scope, name, metric, stat="total", backend="torch-profiler"):
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("torch") / "run"
-    result = profile_all("run", "--separate-passes", TARGETS / "torch_regions.py", "-b",
-                         "wallclock", "-b", "torch-profiler", "--record-shapes", "--with-flops",
-                         "-o", run_dir)
+    result = profile_all_here("run", "--separate-passes", TARGETS / "torch_regions.py", "-b",
+                              "wallclock", "-b", "torch-profiler", "--record-shapes",
+                              "--with-flops", "-o", run_dir)
     assert result.returncode == 0, result.stderr
     return run_dir, pa.load(run_dir)
 
@@ -70,8 +70,9 @@ def test_schedule_records_only_the_active_steps(tmp_path):
 
 
 def test_target_with_its_own_profiler_is_reported_not_crashed(tmp_path):
-    result = profile_all("run", TARGETS / "own_profiler.py", "-b", "wallclock",
-                         "-b", "torch-profiler", "--show-output", "all", "-o", tmp_path / "run")
+    result = profile_all_here("run", TARGETS / "own_profiler.py", "-b", "wallclock",
+                              "-b", "torch-profiler", "--show-output", "all", "-o",
+                              tmp_path / "run")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("own profiler events: True total: 100.0") == 2  # both passes
     report = pa.load(tmp_path / "run")
@@ -83,8 +84,8 @@ def test_target_with_its_own_profiler_is_reported_not_crashed(tmp_path):
 
 
 def test_bad_schedule_is_refused(tmp_path):
-    result = profile_all("run", TARGETS / "torch_regions.py", "--torch-schedule", "1,x",
-                         cwd=tmp_path)
+    result = profile_all_here("run", TARGETS / "torch_regions.py", "--torch-schedule", "1,x",
+                              cwd=tmp_path)
     assert result.returncode == 2
     assert "--torch-schedule wants WAIT,WARMUP,ACTIVE" in result.stderr
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 from profile_all.backends import flop_formulas
 from profile_all.report import step_work
 
@@ -200,17 +200,17 @@ def test_a_language_model_is_benchmarked_on_token_ids(tmp_path):
     """`--dtype int64` was refused: no language model could be benchmarked from the command
     line. Token ids below the vocabulary (the fewest entries of its embeddings, here the
     positions' 16), and the FLOPs of the hand count; no embedding, no vocabulary: one line."""
-    done = profile_all("model", f"{TARGETS / 'tiny_gpt.py'}:language_model", "--input-shape",
-                       f"{gpt.BATCH},{gpt.CONTEXT}", "--input-dtype", "int64", "--iters", "3",
-                       "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
+    done = profile_all_here("model", f"{TARGETS / 'tiny_gpt.py'}:language_model", "--input-shape",
+                            f"{gpt.BATCH},{gpt.CONTEXT}", "--input-dtype", "int64", "--iters", "3",
+                            "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "run")
     assert report.counters().set_index("counter").loc["flop-counter", "flops"] == FORWARD
     assert report.meta.target["input_dtype"] == "int64"
     (tmp_path / "plain.py").write_text("from torch import nn\n\n\ndef make():\n"
                                        "    return nn.Linear(8, 8)\n")
-    refused = profile_all("model", f"{tmp_path / 'plain.py'}:make", "--input-shape", "4,8",
-                          "--input-dtype", "int64", "-o", tmp_path / "refused")
+    refused = profile_all_here("model", f"{tmp_path / 'plain.py'}:make", "--input-shape", "4,8",
+                               "--input-dtype", "int64", "-o", tmp_path / "refused")
     assert refused.returncode == 2
     assert refused.stderr.splitlines() == [
         "profile-all: error: integer inputs (--input-dtype int64) draw token ids below a "
@@ -255,12 +255,12 @@ def test_a_factory_s_own_example_inputs(tmp_path):
     """A factory that returns (module, example_inputs) needs no --input-shape; one that
     returns a module alone is asked for it in one line."""
     spec = f"{TARGETS / 'tiny_gpt.py'}"
-    done = profile_all("model", f"{spec}:language_model_and_inputs", "--iters", "3",
-                       "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
+    done = profile_all_here("model", f"{spec}:language_model_and_inputs", "--iters", "3",
+                            "--warmup", "1", "-b", "flop-counter", "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     counted = pa.load(tmp_path / "run").counters().set_index("counter")
     assert counted.loc["flop-counter", "flops"] == FORWARD
-    alone = profile_all("model", f"{spec}:language_model", "-o", tmp_path / "alone")
+    alone = profile_all_here("model", f"{spec}:language_model", "-o", tmp_path / "alone")
     assert alone.returncode == 2
     assert alone.stderr.splitlines() == [
         f"profile-all: error: {spec}:language_model() returned a module alone: give "

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 from profile_all import noise
 from profile_all.backends import load
 from profile_all.pass_record import PassRecord
@@ -102,8 +102,8 @@ def test_every_pass_imports_torch_whatever_the_backends_and_dynamo_where_due(tmp
     from profile_all.runner.planning.setup import setup_run
     from profile_all.targets import ScriptTarget
 
-    alone = profile_all("run", TARGETS / "preimported.py", "-b", "cprofile",
-                        "-o", tmp_path / "alone")
+    alone = profile_all_here("run", TARGETS / "preimported.py", "-b", "cprofile",
+                             "-o", tmp_path / "alone")
     assert alone.returncode == 0, alone.stderr
     assert "torch before the target: True" in alone.stdout
     assert pa.load(tmp_path / "alone").meta.preimported == ["torch"]
@@ -140,8 +140,8 @@ def test_a_noisy_clean_pass_is_said_to_be(tmp_path):
 
 
 def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
-    result = profile_all("run", TARGETS / "spawns_children.py", "-b", "wallclock",
-                         "-b", "cprofile", "-o", tmp_path / "run")
+    result = profile_all_here("run", TARGETS / "spawns_children.py", "-b", "wallclock",
+                              "-b", "cprofile", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr
     report = pa.load(tmp_path / "run")
     said = [line for line in report.meta.doubts if "child processes" in line]
@@ -152,8 +152,8 @@ def test_work_in_child_processes_is_said_to_be_unseen(tmp_path):
 
 
 def test_a_target_that_starts_its_own_cprofile_is_named_with_what_was_lost(tmp_path):
-    result = profile_all("run", TARGETS / "own_cprofile.py", "-b", "wallclock",
-                         "-b", "cprofile", "--show-output", "all", "-o", tmp_path / "run")
+    result = profile_all_here("run", TARGETS / "own_cprofile.py", "-b", "wallclock",
+                              "-b", "cprofile", "--show-output", "all", "-o", tmp_path / "run")
     assert result.returncode == 0, result.stderr  # the target's own exit code
     assert result.stdout.count("own profile saw calls: True") == 2
     report = pa.load(tmp_path / "run")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 from profile_all.readers import chrome_trace
 
 SPEED = TARGETS / "speed.py"  # 30 steps, two sleeps a step
@@ -43,16 +43,16 @@ def test_all_runs_every_pass_whole_and_max_steps_ends_every_pass(tmp_path):
                    separate_passes=True, pass_steps="all")
     assert list(whole.passes()["steps"]) == [30, 30]
     assert _sleeps(whole, 2) == 60
-    done = profile_all(*RUN, SPEED, "-b", "wallclock", "-b", "cprofile", "--max-steps", "5",
-                       "-o", tmp_path / "m", "--", "0.001")
+    done = profile_all_here(*RUN, SPEED, "-b", "wallclock", "-b", "cprofile", "--max-steps", "5",
+                            "-o", tmp_path / "m", "--", "0.001")
     assert done.returncode == 0, done.stderr
     capped = pa.load(tmp_path / "m").passes()
     assert list(capped["steps"]) == [5, 5] and list(capped["window"]) == [5, 5]
 
 
 def test_optimizer_steps_window_a_script_that_marks_none(tmp_path):
-    done = profile_all(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
-                       "cprofile", "--pass-steps", "7", "-o", tmp_path / "r")
+    done = profile_all_here(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+                            "cprofile", "--pass-steps", "7", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert "swallowed" not in done.stdout  # the script's `except Exception` let it through
     assert "steps done 40" in done.stdout  # the timing pass ran whole
@@ -71,8 +71,8 @@ def test_a_closure_optimizer_s_evaluations_are_its_steps(tmp_path):
     validation loop of 10 forward calls: each evaluation is a step, in every pass (6
     optimizer steps are 24), and a window of 3 ends the target inside the first optimizer
     step (once the validation's forward calls were taken for steps, and ended it there)."""
-    done = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
-                       "cprofile", "--pass-steps", "3", "-o", tmp_path / "r")
+    done = profile_all_here(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                            "cprofile", "--pass-steps", "3", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
     passes = report.passes().set_index("pass")
@@ -85,17 +85,17 @@ def test_a_closure_optimizer_s_evaluations_are_its_steps(tmp_path):
     assert forward.loc[[n for n in forward.index if "closure_steps.py" in n
                         and n.endswith("(forward)")], "calls"].tolist() == [13]
     # the validation's 10 calls, then 3 evaluations
-    capped = profile_all(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
-                         "cprofile", "--max-steps", "6", "-o", tmp_path / "m", "--",
-                         "train-only")
+    capped = profile_all_here(*RUN, TARGETS / "closure_steps.py", "-b", "wallclock", "-b",
+                              "cprofile", "--max-steps", "6", "-o", tmp_path / "m", "--",
+                              "train-only")
     assert capped.returncode == 0, capped.stderr
     assert list(pa.load(tmp_path / "m").passes()["steps"]) == [6, 6]
     assert _printed(tmp_path / "m", 1) == ["step 1 done, 4 forward calls"]
 
 
 def test_an_inference_loop_is_windowed_by_its_outermost_module_calls(tmp_path):
-    done = profile_all(*RUN, TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
-                       "cprofile", "--pass-steps", "5", "-o", tmp_path / "r")
+    done = profile_all_here(*RUN, TARGETS / "inference_loop.py", "-b", "wallclock", "-b",
+                            "cprofile", "--pass-steps", "5", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert "inference calls 40" in done.stdout  # the timing pass ran whole
     report = pa.load(tmp_path / "r")
@@ -116,8 +116,8 @@ def test_a_target_without_steps_runs_whole(tmp_path):
 
 @pytest.mark.parametrize("value", ["x", "1", "0"])
 def test_bad_windows_are_refused(tmp_path, value):
-    done = profile_all(*RUN, SPEED, "-b", "wallclock", "--pass-steps", value, "-o",
-                       tmp_path / "r")
+    done = profile_all_here(*RUN, SPEED, "-b", "wallclock", "--pass-steps", value, "-o",
+                            tmp_path / "r")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "--pass-steps" in done.stderr
     assert not (tmp_path / "r").exists()
@@ -126,8 +126,8 @@ def test_bad_windows_are_refused(tmp_path, value):
 def test_found_steps_are_marked_in_the_trace(tmp_path):
     """A script that calls no pa.step(): the steps the timing pass found (optimizer.step())
     mark the torch-profiler pass's trace as torch's own step() would (ProfilerStep#N)."""
-    done = profile_all(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
-                       "torch-profiler", "--pass-steps", "7", "-o", tmp_path / "r")
+    done = profile_all_here(*RUN, TARGETS / "optimizer_only.py", "-b", "wallclock", "-b",
+                            "torch-profiler", "--pass-steps", "7", "-o", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     frame = pa.load(tmp_path / "r").frame
     marked = frame[(frame["backend"] == "torch-profiler") & (frame["scope"] == "step")
@@ -149,8 +149,8 @@ def test_found_steps_are_marked_in_the_trace(tmp_path):
 def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
     """The clean timing pass finds what marks the steps, so that the passes after it hear
     them as they come: without it a flop-counter or torch-profiler pass had no step rows."""
-    done = profile_all(*RUN, TARGETS / "step_kinds.py", "-b", "flop-counter",
-                       "-b", "torch-profiler", "-o", tmp_path / "r", "--", "optimizer", "30")
+    done = profile_all_here(*RUN, TARGETS / "step_kinds.py", "-b", "flop-counter",
+                            "-b", "torch-profiler", "-o", tmp_path / "r", "--", "optimizer", "30")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
     assert [p.backends for p in report.meta.passes] == [
@@ -163,8 +163,8 @@ def test_backends_without_a_timer_still_get_the_timing_pass(tmp_path):
 
 def test_a_window_as_long_as_the_script_runs_it_whole(tmp_path):
     """Ended at its last step, a pass would miss what the script does after it."""
-    done = profile_all(*RUN, TARGETS / "step_kinds.py", "-b", "cprofile", "--pass-steps",
-                       "25", "-o", tmp_path / "r", "--", "optimizer", "25")
+    done = profile_all_here(*RUN, TARGETS / "step_kinds.py", "-b", "cprofile", "--pass-steps",
+                            "25", "-o", tmp_path / "r", "--", "optimizer", "25")
     assert done.returncode == 0, done.stderr
     report = pa.load(tmp_path / "r")
     assert [(p.steps, p.window) for p in report.meta.passes] == [(25, None),
