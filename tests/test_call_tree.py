@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import profile_all as pa
-from conftest import EXAMPLES, TARGETS, profile_all
+from conftest import EXAMPLES, TARGETS, profile_all_here
 from profile_all.readers.call_tree import call_rows, own_frames
 from profile_all.readers.pstats_reader import read_pstats
 from profile_all.rows import call_path
@@ -196,7 +196,7 @@ def real_runs(tmp_path_factory):
     for script, args in ((TARGETS / "recursive.py", ["2"]),
                          (EXAMPLES / "train_mlp.py", ["--steps", "4"])):
         out = tmp_path_factory.mktemp("calls") / script.stem
-        done = profile_all("run", script, "-b", "cprofile", "-o", out, "--", *args)
+        done = profile_all_here("run", script, "-b", "cprofile", "-o", out, "--", *args)
         assert done.returncode == 0, done.stderr
         runs[script] = out
     return runs
@@ -254,8 +254,8 @@ def test_a_window_s_tree_holds_every_call_of_its_steps(tmp_path):
     what the script called in those steps (the forward's module call, backward, the
     optimizer's step), not the heaviest of them alone (backward was)."""
     out = tmp_path / "run"
-    done = profile_all("run", EXAMPLES / "train_mlp.py", "-b", "wallclock", "-b", "cprofile",
-                       "-o", out, "--", "--steps", "20")
+    done = profile_all_here("run", EXAMPLES / "train_mlp.py", "-b", "wallclock", "-b", "cprofile",
+                            "-o", out, "--", "--steps", "20")
     assert done.returncode == 0, done.stderr
     assert pa.load(out).meta.passes[1].host == 1  # in a window of pass 1's steps
     calls = _rows(out, "call")

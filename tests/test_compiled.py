@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all, value_of
+from conftest import TARGETS, profile_all_here, value_of
 
 TARGET = TARGETS / "compiled_train.py"
 ARGS = ["--backend", "aot_eager", "--report"]
@@ -33,9 +33,8 @@ def _bare_counts() -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def compiled_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("compiled") / "run"
-    done = profile_all("run", TARGET, "-o", out, "--pass-steps", "all", "--show-output", "all",
-                       *[arg for name in BACKENDS for arg in ("-b", name)], "--", *ARGS,
-                       timeout=600)
+    done = profile_all_here("run", TARGET, "-o", out, "--pass-steps", "all", "--show-output", "all",
+                            *[arg for name in BACKENDS for arg in ("-b", name)], "--", *ARGS)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done, pa.load(out)
 
@@ -129,9 +128,9 @@ def test_a_compiled_model_is_timed_counted_and_its_compile_recorded(tmp_path):
     the compile is still watched from that import: recorded in the timing pass, the FLOP
     counters' note said, every counter's FLOPs those of the eager model, by hand."""
     out = tmp_path / "run"
-    done = profile_all("model", f"{TARGETS / 'compiled_model.py'}:compiled_mlp",
-                       "--input-shape", "8,64", "--iters", "30", "--warmup", "3",
-                       "-b", "flop-counter", "-b", "thop", "-o", out, timeout=300)
+    done = profile_all_here("model", f"{TARGETS / 'compiled_model.py'}:compiled_mlp",
+                            "--input-shape", "8,64", "--iters", "30", "--warmup", "3",
+                            "-b", "flop-counter", "-b", "thop", "-o", out)
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
     assert report.meta.preimported == ["torch"]

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import profile_all as pa
-from conftest import EXAMPLES, TARGETS, free_port, profile_all
+from conftest import EXAMPLES, TARGETS, free_port, profile_all, profile_all_here
 from profile_all.render import charts
 from profile_all.view import profile_file
 
@@ -21,8 +21,8 @@ DDP = EXAMPLES / "ddp_train.py"
 
 def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", "--nproc-per-node", "2", DDP, "-o", out, "--", "--steps", "8",
-                       timeout=400)
+    done = profile_all_here("run", "--nproc-per-node", "2", DDP, "-o", out, "--", "--steps",
+                            "8")
     assert done.returncode == 0, done.stderr
     assert "trained 8 steps on 2 ranks (LOCAL_RANK 0)" in done.stdout
     report = pa.load(out)
@@ -50,7 +50,7 @@ def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
     lines = [trace["name"] for trace in charts.memory_timeline(report)["data"]]
     assert {"rank 0 process", "rank 1 process"} <= set(lines)  # report.html: each rank's RSS
     assert profile_file(out, 1).name == "cprofile.rank1.prof"  # `view --rank 1` serves it
-    wrong = profile_all("view", out, "--rank", "2", "--no-browser")
+    wrong = profile_all_here("view", out, "--rank", "2", "--no-browser")
     assert wrong.returncode == 2
     assert wrong.stderr.strip().endswith("has no cProfile file of rank 2: its ranks are 0, 1")
 
@@ -118,7 +118,7 @@ def test_two_nodes_merge_into_one_report(tmp_path):
     for done in results.values():
         assert done.returncode == 0, done.stderr
     merged = tmp_path / "merged"
-    done = profile_all("merge", tmp_path / "node0", tmp_path / "node1", "-o", merged)
+    done = profile_all_here("merge", tmp_path / "node0", tmp_path / "node1", "-o", merged)
     assert done.returncode == 0, done.stderr
     report = pa.load(merged)
     assert set(report.frame["rank"]) == {0, 1} and report.meta.ranks == [0, 1]
@@ -126,18 +126,18 @@ def test_two_nodes_merge_into_one_report(tmp_path):
     assert (merged / "artifacts" / "node1" / "pass1.stdout.log").is_file()
     assert not report.ranks().empty
 
-    again = profile_all("merge", tmp_path / "node0", tmp_path / "node0", "-o",
-                        tmp_path / "twice")
+    again = profile_all_here("merge", tmp_path / "node0", tmp_path / "node0", "-o",
+                             tmp_path / "twice")
     # c10d hands out ranks as nodes arrive: node0 may hold rank 1
     assert again.returncode == 2 and re.search(r"pass 1 rank [01] is in both", again.stderr)
     assert not (tmp_path / "twice").exists()
     alone = tmp_path / "alone"
-    assert profile_all("run", "-b", "wallclock", TARGETS / "speed.py", "-o",
-                       alone).returncode == 0
-    other = profile_all("merge", tmp_path / "node0", alone, "-o", tmp_path / "mixed")
+    assert profile_all_here("run", "-b", "wallclock", TARGETS / "speed.py", "-o",
+                            alone).returncode == 0
+    other = profile_all_here("merge", tmp_path / "node0", alone, "-o", tmp_path / "mixed")
     assert other.returncode == 2 and "are not from the same run" in other.stderr
-    forced = profile_all("merge", "--force", tmp_path / "node0", alone, "-o",
-                         tmp_path / "mixed")
+    forced = profile_all_here("merge", "--force", tmp_path / "node0", alone, "-o",
+                              tmp_path / "mixed")
     assert forced.returncode == 0, forced.stderr
 
 
@@ -147,7 +147,7 @@ def test_two_nodes_merge_into_one_report(tmp_path):
     (["--nnodes", "x"], "--nnodes wants N or MIN:MAX"),
 ])
 def test_bad_launch_options(tmp_path, args, message):
-    done = profile_all("run", *args, "-b", "wallclock", DDP, "-o", tmp_path / "run")
+    done = profile_all_here("run", *args, "-b", "wallclock", DDP, "-o", tmp_path / "run")
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()
 

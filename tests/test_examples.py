@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import EXAMPLES, profile_all
+from conftest import EXAMPLES, profile_all_here
 from profile_all.rows import COLUMNS
 
 
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("mlp") / "run"
-    result = profile_all("run", EXAMPLES / "train_mlp.py", "-o", run_dir, "--", "--steps", "30")
+    result = profile_all_here("run", EXAMPLES / "train_mlp.py", "-o", run_dir, "--", "--steps",
+                              "30")
     assert result.returncode == 0, result.stderr
     return run_dir, result
 
@@ -108,8 +109,8 @@ def test_train_mlp_regions_keep_their_parents(mlp_run):
 
 
 def test_two_layer_net_with_wallclock_only(tmp_path):
-    result = profile_all("run", EXAMPLES / "two_layer_net.py", "-b", "wallclock",
-                         "-o", tmp_path / "run", "--", "--steps", "40")
+    result = profile_all_here("run", EXAMPLES / "two_layer_net.py", "-b", "wallclock",
+                              "-o", tmp_path / "run", "--", "--steps", "40")
     assert result.returncode == 0, result.stderr
     summary = pa.load(tmp_path / "run").summary()
     calls = dict(zip(summary["name"], summary["wallclock.calls.total"], strict=True))
@@ -117,7 +118,7 @@ def test_two_layer_net_with_wallclock_only(tmp_path):
 
 
 def test_show_prints_the_summary(mlp_run):
-    result = profile_all("show", mlp_run[0])
+    result = profile_all_here("show", mlp_run[0])
     assert result.returncode == 0, result.stderr
     assert "train_step/optimizer_step" in result.stdout
     assert "Functions by self time" in result.stdout

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 from profile_all import region_log
 
 WORKERS = TARGETS / "workers.py"
@@ -26,9 +26,9 @@ def test_processes_of_the_target_work_in_forked_and_fresh_passes(tmp_path, how):
     assert EXPECTED[how] in plain.stdout
     ways = [("forked", [])] + ([("fresh", ["--fresh-processes"])] if how == "dataloader" else [])
     for name, extra in ways:
-        done = profile_all("run", "--separate-passes", WORKERS, "-b", "wallclock", "-b",
-                           "cprofile", *extra, "--show-output", "all",
-                           "-o", tmp_path / name, "--", how)
+        done = profile_all_here("run", "--separate-passes", WORKERS, "-b", "wallclock", "-b",
+                                "cprofile", *extra, "--show-output", "all",
+                                "-o", tmp_path / name, "--", how)
         assert done.returncode == 0, done.stderr
         assert done.stdout.count(EXPECTED[how]) == 2, done.stdout  # the output of each pass
         report = pa.load(tmp_path / name)
@@ -48,9 +48,9 @@ def test_each_forked_pass_draws_fresh_random_seeds(tmp_path):
     script.write_text("import random, numpy, torch\n"
                       "print('DRAWS', random.random(), numpy.random.random(), "
                       "torch.initial_seed(), torch.rand(1).item())\n")
-    done = profile_all("run", "--separate-passes", script, "-b", "wallclock", "-b",
-                       "cprofile", "-b", "memory", "--show-output", "all", "-o",
-                       tmp_path / "run")
+    done = profile_all_here("run", "--separate-passes", script, "-b", "wallclock", "-b",
+                            "cprofile", "-b", "memory", "--show-output", "all", "-o",
+                            tmp_path / "run")
     assert done.returncode == 0, done.stderr
     draws = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("DRAWS")]
     assert len(draws) == 3

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from conftest import EXAMPLES, profile_all, value_of
+from conftest import EXAMPLES, profile_all_here, value_of
 
 
 def _skip_without(*modules: str) -> pytest.MarkDecorator:
@@ -27,8 +27,8 @@ def _run(tmp_path, script: str, *args: str, backends: tuple[str, ...] = ("wallcl
 
     out = tmp_path / "run"
     options = [item for name in backends for item in ("-b", name)]
-    done = profile_all("run", *options, "-o", out, EXAMPLES / script, "--", *args,
-                       cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    done = profile_all_here("run", *options, "-o", out, EXAMPLES / script, "--", *args,
+                            cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return pa.load(out), done
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import profile_all as pa
-from conftest import profile_all
+from conftest import profile_all_here
 
 FILLS = """import os, sys
 import profile_all as pa
@@ -58,8 +58,8 @@ def test_a_disk_that_fills_before_the_report_keeps_what_was_measured(tmp_path, s
     script.write_text(FILLS)
     # each pass runs the script, which leaves 400 KiB free as it ends (in one process
     # with windows, the passes after it would start on a disk it left full)
-    done = profile_all("run", "--separate-passes", script, "-o", small_disk / "run", "--",
-                       small_disk, "400")
+    done = profile_all_here("run", "--separate-passes", script, "-o", small_disk / "run", "--",
+                            small_disk, "400")
     assert done.returncode == 74, done.stderr
     assert "Traceback" not in done.stderr and "complete" not in done.stderr
     kept = small_disk / "run.unsaved"
@@ -73,12 +73,12 @@ def test_a_disk_that_fills_before_the_report_keeps_what_was_measured(tmp_path, s
     assert report.meta.passes[0].steps == 20
     assert {"wallclock", "cprofile", "torch-profiler"} <= set(report.frame["backend"])
     assert not (kept / "report.html").exists()
-    again = profile_all("run", script, "-b", "wallclock", "-o", small_disk / "next", "--",
-                        small_disk, "400")
+    again = profile_all_here("run", script, "-b", "wallclock", "-o", small_disk / "next", "--",
+                             small_disk, "400")
     assert again.returncode == 74 and kept.is_dir()  # a later run leaves it alone
     (small_disk / "filler").unlink()
     shutil.rmtree(small_disk / "next.unsaved")
-    page = profile_all("show", kept, "--html")
+    page = profile_all_here("show", kept, "--html")
     assert page.returncode == 0, page.stderr
     assert "plotly" in (kept / "report.html").read_text()
 
@@ -88,8 +88,8 @@ def test_a_disk_full_as_a_pass_ends_is_said_and_the_run_goes_on(tmp_path, small_
     either. One line from the pass, one from the run, exit 74, no traceback."""
     script = tmp_path / "fills.py"
     script.write_text(FILLS)
-    done = profile_all("run", script, "-b", "wallclock", "-o", small_disk / "run", "--",
-                       small_disk, "0")
+    done = profile_all_here("run", script, "-b", "wallclock", "-o", small_disk / "run", "--",
+                            small_disk, "0")
     assert done.returncode == 74, done.stderr
     assert "Traceback" not in done.stderr
     assert "the worker could not write its result (the run folder's disk is full" in \

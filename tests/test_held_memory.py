@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 
 FLOAT = 4
 ADAM_PARAMETERS = ((1000 * 2000 + 2000) + (2000 * 10 + 10)) * FLOAT
@@ -18,8 +18,8 @@ WIDE_ACTIVATIONS = 3 * 2048 * 1000 * FLOAT  # at the forward's end (the peak is 
 
 
 def _run(tmp_path, *args: str) -> pa.Report:
-    done = profile_all("run", TARGETS / "known_sizes.py", "-b", "torch-memory", "-o",
-                       tmp_path / "run", "--", *args)
+    done = profile_all_here("run", TARGETS / "known_sizes.py", "-b", "torch-memory", "-o",
+                            tmp_path / "run", "--", *args)
     assert done.returncode == 0, done.stderr
     return pa.load(tmp_path / "run")
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 
 TARGET = TARGETS / "hostile_names.py"
 #: what must never reach the terminal: C0 (but newline and tab of the layout), DEL, C1,
@@ -22,7 +22,7 @@ SHOWN = ["\\x1b[2J\\x1b[31mcleared", "[bold red]markup[/bold red]", "right\\u202
 @pytest.fixture(scope="module")
 def hostile_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("hostile") / "run"
-    done = profile_all("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o", out)
+    done = profile_all_here("run", TARGET, "-b", "wallclock", "-b", "cprofile", "-o", out)
     assert done.returncode == 0, done.stderr
     return out, done
 
@@ -54,7 +54,7 @@ def test_the_run_and_its_files_show_every_name_escaped(hostile_run):
 @pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])
 def test_show_of_the_folder_in_every_format(hostile_run, fmt):
     out, _done = hostile_run
-    shown = profile_all("show", out, "--format", fmt)
+    shown = profile_all_here("show", out, "--format", fmt)
     assert shown.returncode == 0, shown.stderr
     _clean(shown.stdout + shown.stderr, f"show --format {fmt}")
     assert "right\\u202eleft" in shown.stdout.replace("\\\\", "\\") + shown.stderr
@@ -62,11 +62,11 @@ def test_show_of_the_folder_in_every_format(hostile_run, fmt):
 
 def test_compare_and_the_error_line(hostile_run, tmp_path):
     out, _done = hostile_run
-    compared = profile_all("compare", out, out)
+    compared = profile_all_here("compare", out, out)
     _clean(compared.stdout + compared.stderr, "compare")
     bad = tmp_path / "\x1b[2Jtrace.json"
     bad.write_text("{not json")
-    refused = profile_all("ingest", bad, "-o", tmp_path / "o")
+    refused = profile_all_here("ingest", bad, "-o", tmp_path / "o")
     assert refused.returncode == 2
     _clean(refused.stderr, "the error line")
     assert "\\x1b[2Jtrace.json" in refused.stderr

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all, profile_all_here
+from conftest import TARGETS, profile_all_here
 from profile_all import units as fmt
 from profile_all.render import html
 
@@ -24,8 +24,8 @@ HOSTILE = "<script>alert(1)</script>"
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("html") / "run"
-    done = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
-                       "-b", "memory", "-o", out, "--", "0.002", HOSTILE, "$x$ & <b>")
+    done = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-b", "cprofile",
+                            "-b", "memory", "-o", out, "--", "0.002", HOSTILE, "$x$ & <b>")
     assert done.returncode == 0, done.stderr
     return out
 
@@ -113,7 +113,7 @@ setTimeout(function () {
 def recursive_run(tmp_path_factory):
     """A target whose pstats edges claim more than their callers (recursion)."""
     out = tmp_path_factory.mktemp("html") / "recursive"
-    done = profile_all("run", TARGETS / "recursive.py", "-b", "cprofile", "-o", out)
+    done = profile_all_here("run", TARGETS / "recursive.py", "-b", "cprofile", "-o", out)
     assert done.returncode == 0, done.stderr
     return out
 
@@ -122,8 +122,8 @@ def recursive_run(tmp_path_factory):
 def sampled_run(tmp_path_factory):
     """py-spy's samples of a script, whole: its call tree is drawn as a flame graph."""
     out = tmp_path_factory.mktemp("html") / "sampled"
-    done = profile_all("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
-                       "--py-spy-rate", "200", "-o", out, "--", "30")
+    done = profile_all_here("run", TARGETS / "two_costs.py", "-b", "py-spy", "--pass-steps", "all",
+                            "--py-spy-rate", "200", "-o", out, "--", "30")
     assert done.returncode == 0, done.stderr
     return out
 

@@ -9,7 +9,7 @@ on page-fault counts, not on times."""
 from __future__ import annotations
 
 import profile_all as pa
-from conftest import REPO, profile_all
+from conftest import REPO, profile_all_here
 from profile_all.model.allocator import FAULTING, fault_cost
 from profile_all.report.report import Report
 from profile_all.run_record import RunRecord
@@ -23,9 +23,9 @@ HELD = {"MALLOC_TRIM_THRESHOLD_": "1073741824", "MALLOC_MMAP_THRESHOLD_": "33554
 
 def _benchmark(tmp_path, env):
     out = tmp_path / "run"
-    done = profile_all("model", MODEL, "--input-shape", "16,3,32,32", "--device", "cpu",
-                       "--iters", "60", "--warmup", "3", "-b", "flop-counter", "-o", out,
-                       env={"OMP_NUM_THREADS": "1", **env})
+    done = profile_all_here("model", MODEL, "--input-shape", "16,3,32,32", "--device", "cpu",
+                            "--iters", "60", "--warmup", "3", "-b", "flop-counter", "-o", out,
+                            env={"OMP_NUM_THREADS": "1", **env})
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
     latency = report.latency().set_index(["metric", "stat"])["value"]

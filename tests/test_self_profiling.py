@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 
 TARGET = TARGETS / "self_profiling.py"
 FLOPS = 2 * 36 * 64 * 9
@@ -42,9 +42,8 @@ def test_a_script_that_profiles_itself(tmp_path, tool):
     # the counters for a counting tool, else the backend it collides with (and the timing
     # pass, which every run has)
     backends = COUNTERS if tool in COUNTERS else [COLLIDES[tool]]
-    done = profile_all("run", TARGET, "-o", out, "--show-output", "all",
-                       *[arg for name in backends for arg in ("-b", name)], "--", tool,
-                       timeout=300)
+    done = profile_all_here("run", TARGET, "-o", out, "--show-output", "all",
+                            *[arg for name in backends for arg in ("-b", name)], "--", tool)
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)
     passes = report.meta.passes
@@ -65,8 +64,8 @@ def test_a_script_that_profiles_itself(tmp_path, tool):
 
 def test_profile_alls_own_calls_of_the_same_profilers_are_not_the_targets(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGETS / "step_kinds.py", "-o", out,
-                       *[arg for name in [*COUNTERS, "torch-profiler", "cprofile"]
+    done = profile_all_here("run", TARGETS / "step_kinds.py", "-o", out,
+                            *[arg for name in [*COUNTERS, "torch-profiler", "cprofile"]
                          for arg in ("-b", name)], "--", "optimizer", "3")
     assert done.returncode == 0, done.stderr[-3000:]
     report = pa.load(out)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 from profile_all.errors import UsageError
 from profile_all.runs.folder import RunDirectory
 
@@ -27,7 +27,7 @@ def test_a_second_run_into_a_folder_being_written_is_refused_at_once(tmp_path):
         while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert lock.exists() and first.poll() is None, "the first run never took the folder"
-        second = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-o", out)
+        second = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-o", out)
         assert second.returncode == 2, second.stderr
         assert second.stderr.strip().splitlines() == [
             f"profile-all: error: another profile-all is writing {out} now (it holds {lock}): "
@@ -101,8 +101,8 @@ def test_a_run_in_another_pid_namespace_keeps_its_work_folder(tmp_path):
         assert other.stdout.readline().strip() == "ready"
         work = tmp_path / f".theirs.partial-{pid}"
         assert work.is_dir() and not psutil_has(pid)  # its PID means nothing here
-        ours = profile_all("run", TARGETS / "speed.py", "-b", "wallclock", "-q",
-                           "-o", tmp_path / "ours")
+        ours = profile_all_here("run", TARGETS / "speed.py", "-b", "wallclock", "-q",
+                                "-o", tmp_path / "ours")
         assert ours.returncode == 0, ours.stderr
         assert work.is_dir()  # left alone: its run holds its lock
     finally:

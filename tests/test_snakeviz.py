@@ -11,12 +11,12 @@ import sys
 import time
 import urllib.request
 
-from conftest import TARGETS, free_port, profile_all
+from conftest import TARGETS, free_port, profile_all_here
 
 
 def test_view_serves_the_profile_on_loopback(tmp_path):
     run_dir = tmp_path / "run"
-    result = profile_all("run", TARGETS / "contract.py", "-b", "cprofile", "-o", run_dir)
+    result = profile_all_here("run", TARGETS / "contract.py", "-b", "cprofile", "-o", run_dir)
     assert result.returncode == 0, result.stderr
     prof = run_dir / "artifacts" / "cprofile.prof"
     assert pstats.Stats(str(prof)).total_calls > 0
@@ -54,8 +54,8 @@ def test_view_without_a_display_serves_and_says_how_to_reach_it(tmp_path):
     """An SSH session: no display, so no browser SnakeViz can open (it printed its usage
     and exit 2). view serves all the same, prints the URL and the SSH tunnel to it."""
     run_dir = tmp_path / "run"
-    assert profile_all("run", TARGETS / "contract.py", "-b", "cprofile", "-o",
-                       run_dir).returncode == 0
+    assert profile_all_here("run", TARGETS / "contract.py", "-b", "cprofile", "-o",
+                            run_dir).returncode == 0
     port = free_port()
     env = {key: value for key, value in os.environ.items()
            if key not in ("DISPLAY", "WAYLAND_DISPLAY")}

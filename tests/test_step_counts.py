@@ -12,7 +12,7 @@ import re
 import pytest
 
 import profile_all as pa
-from conftest import TARGETS, profile_all
+from conftest import TARGETS, profile_all_here
 
 TARGET = TARGETS / "step_kinds.py"
 SOURCE = {"pa": "pa.step()", "optimizer": "optimizer.step()",
@@ -68,9 +68,9 @@ def _check_counts(out, done, kind: str, steps: int, window: int) -> None:
 @pytest.mark.parametrize("kind", ["pa", "optimizer", "module"])
 def test_every_view_counts_the_same_steps(tmp_path, kind):
     out = tmp_path / "run"
-    done = profile_all("run", "--separate-passes", TARGET, "-o", out, "--pass-steps", "5",
-                       "-b", "wallclock", "-b", "torch-profiler", "-b", "flop-counter", "--",
-                       kind, "8")
+    done = profile_all_here("run", "--separate-passes", TARGET, "-o", out, "--pass-steps", "5",
+                            "-b", "wallclock", "-b", "torch-profiler", "-b", "flop-counter", "--",
+                            kind, "8")
     assert done.returncode == 0, done.stderr[-3000:]
     _check_counts(out, done, kind, steps=8, window=5)
     # the windowed passes ran their 5 steps and no more of the script
@@ -80,8 +80,8 @@ def test_every_view_counts_the_same_steps(tmp_path, kind):
 
 def test_a_script_that_raises_after_3_steps_has_3_everywhere(tmp_path):
     out = tmp_path / "run"
-    done = profile_all("run", TARGET, "-o", out, "-b", "wallclock", "-b", "torch-profiler",
-                       "-b", "flop-counter", "--", "optimizer", "30", "3")
+    done = profile_all_here("run", TARGET, "-o", out, "-b", "wallclock", "-b", "torch-profiler",
+                            "-b", "flop-counter", "--", "optimizer", "30", "3")
     assert done.returncode == 1, done.stderr[-3000:]
     assert "stopped after step 3" in done.stderr
     _check_counts(out, done, "optimizer", steps=3, window=25)
