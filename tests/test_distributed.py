@@ -20,12 +20,22 @@ DDP = EXAMPLES / "ddp_train.py"
 
 
 def test_ddp_example_on_two_ranks_with_every_backend(tmp_path):
+    """One launch runs the timing pass and hosts the profilers' windows, each of the same
+    steps on both ranks; py-spy (its window lasts a time) gets a launch of its own."""
     out = tmp_path / "run"
     done = profile_all_here("run", "--nproc-per-node", "2", DDP, "-o", out, "--", "--steps",
-                            "8")
+                            "30")
     assert done.returncode == 0, done.stderr
-    assert "trained 8 steps on 2 ranks (LOCAL_RANK 0)" in done.stdout
+    assert "trained 30 steps on 2 ranks (LOCAL_RANK 0)" in done.stdout
     report = pa.load(out)
+    passes = {tuple(p.backends): p for p in report.meta.passes}
+    for name, first in (("cprofile", 6), ("torch-profiler", 14), ("flop-counter", 22)):
+        hosted = passes[(name,)]
+        assert (hosted.host, hosted.window_from, hosted.steps) == (1, first, 6), name
+        assert [(r["rank"], r["status"]) for r in hosted.ranks] == [(0, "ok"), (1, "ok")]
+    assert passes[("py-spy",)].host is None
+    assert "the script ran once: passes 2 (cprofile) steps 6-11, 3 (torch-profiler)" in \
+        " ".join(report.meta.doubts)
     measured = report.frame[report.frame["backend"] != "derived"]
     backends = set(measured["backend"])
     assert {"wallclock", "cprofile", "torch-profiler", "flop-counter", "memory"} <= backends
@@ -159,3 +169,36 @@ def test_the_api_runs_ranks_too(tmp_path):
     assert set(report.frame["rank"]) == {0, 1}
     with pytest.raises(pa.UsageError, match="not both"):
         pa.run(TARGETS / "dump_env.py", nproc_per_node=2, launch=pa.Launch("2"))
+
+
+UNEVEN = """import os
+import time
+import profile_all as pa
+steps = 30 if os.environ["RANK"] == "0" else 14
+for step in range(steps):
+    with pa.region("work"):
+        time.sleep(0.002)
+    pa.step()
+print(f"rank {os.environ['RANK']} ran {steps} steps", flush=True)
+"""
+
+
+def test_a_window_one_rank_did_not_get_runs_again_on_every_rank(tmp_path):
+    """Rank 1 ends after 14 steps, inside the second window (steps 14-19): cProfile's
+    window (6-11) is both ranks', the FLOP counter's runs again in a launch of its own."""
+    script = tmp_path / "uneven.py"
+    script.write_text(UNEVEN)
+    report = pa.run(script, backends=["wallclock", "cprofile", "flop-counter"],
+                    nproc_per_node=2, out=tmp_path / "run")
+    hosted, again = report.meta.passes[1:]
+    assert (hosted.backends, hosted.host, hosted.window_from) == (["cprofile"], 1, 6)
+    assert (again.backends, again.host, again.steps) == (["flop-counter"], None, 25)
+    for record in (hosted, again):
+        assert [(r["rank"], r["status"]) for r in record.ranks] == [(0, "ok"), (1, "ok")]
+    frame = report.frame
+    sleeps = frame[(frame["pass"] == 2) & (frame["scope"] == "function")
+                   & frame["name"].str.contains("time.sleep") & (frame["metric"] == "calls")]
+    assert dict(zip(sleeps["rank"], sleeps["value"], strict=True)) == {0: 6, 1: 6}
+    counted = frame[(frame["pass"] == 3) & (frame["scope"] == "step")
+                    & (frame["metric"] == "calls")]
+    assert dict(zip(counted["rank"], counted["value"], strict=True)) == {0: 25, 1: 14}

@@ -81,7 +81,8 @@ def run(target: ScriptTarget | ModelTarget, *, backend_names: Sequence[str] | No
 def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) -> Report:
     setup.target.refuse_early()  # before the server's seconds of import
     passes = plan_passes(setup.selection.runnable, timing_pass=setup.is_model,
-                         repeat=setup.repeat, windows=setup.windows, options=setup.options)
+                         repeat=setup.repeat, windows=setup.windows, options=setup.options,
+                         ranks=setup.launch.distributed)
     # started first: they import torch while the target is checked and the folder made
     server = _server(setup)
     early = _prestarted(setup, passes)
@@ -214,7 +215,8 @@ def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
                 ran.notes.append(_lost_server(str(lost), run_pass.index))
                 ended = _in_process_of_its_own(setup, pass_spec, run_dir, stops, None, ran,
                                                tell)
-            ran.hosted.update(pass_process.window_results(pass_spec))
+            ran.hosted.update(pass_process.window_results(
+                pass_spec, {result.rank for result in ended.results}))
         else:
             ended = _in_this_process(setup, pass_spec, ran)
         if server is not None and server.gone():  # as the pass ran: it went on without it

@@ -17,6 +17,12 @@ against the host's clean steps), whose first step is left out as a pass's first 
 A window counts the steps of the kind that marks them so far (StepClock's precedence); a
 window the script did not reach, or ended before its last step, is not run here: its pass
 runs in a process of its own.
+
+Under torchrun every rank hosts the same windows, and each must begin and end at the same
+step on every rank: a rank inside a window slows the others' clean steps at each
+collective they share. So with several ranks a window holds its spec's steps, whatever the
+steps' times (which differ a little by rank), and no sampler is hosted (its window lasts a
+time); a window one rank did not get is run by every rank, in a launch of its own.
 Nothing a window's backend does reaches the script: a failure to start or stop is that
 pass's loss.
 """
@@ -102,6 +108,8 @@ class Windows:
         self.ran: list[Window] = []
         self.current: Window | None = None
         self.host, self.options = host, options
+        #: several ranks: windows end at a step count alone, the same on every rank
+        self._by_count = host.world_size > 1
         #: CPU time of the windows' own helper processes (py-spy, the memory sampler),
         #: ended and waited for: not the target's children
         self.helpers_cpu = 0.0
@@ -133,8 +141,8 @@ class Windows:
                     backend.step()
                 except Exception as error:
                     window.guard(backend.name, "step", error)
-            if len(window.marks) - 1 >= window.steps \
-                    and window.marks[-1] - window.marks[0] >= window.seconds:
+            if len(window.marks) - 1 >= window.steps and (
+                    self._by_count or window.marks[-1] - window.marks[0] >= window.seconds):
                 self._end(window)
                 self._start_at = count + GAP_STEPS
         elif self.pending and count >= self._start_at:
@@ -176,9 +184,9 @@ class Windows:
 
     def _length(self, spec: dict[str, Any]) -> int:
         """The steps a window holds: as many as last WINDOW_SECONDS at the clean steps'
-        median, within its spec's `fewest` and `steps`."""
+        median, within its spec's `fewest` and `steps`; its spec's with several ranks."""
         steps = spec["steps"]
-        if not self._clean:
+        if not self._clean or self._by_count:
             return steps
         wanted = math.ceil(WINDOW_SECONDS / max(statistics.median(self._clean), 1e-9))
         return max(spec.get("fewest", steps), min(steps, wanted))
@@ -207,8 +215,8 @@ class Windows:
         window.cut_by_target = True
         self._end(window)
         lasted = (window.ended_at or 0.0) - window.marks[0]
-        if ended_well and (len(window.marks) - 1 < window.steps
-                           or lasted < window.seconds * SHORT_OF_ITS_TIME):
+        if ended_well and (len(window.marks) - 1 < window.steps or (
+                not self._by_count and lasted < window.seconds * SHORT_OF_ITS_TIME)):
             self.ran.remove(window)
 
 

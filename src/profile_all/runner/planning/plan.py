@@ -40,12 +40,16 @@ class Pass:
 
 def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False,
                 repeat: int = 1, windows: bool = False,
-                options: dict[str, dict[str, Any]] | None = None) -> list[Pass]:
+                options: dict[str, dict[str, Any]] | None = None,
+                ranks: bool = False) -> list[Pass]:
     """`timing_pass`: plan the clean timing pass even without timers (a model's benchmark).
     `repeat`: how many times the timing pass runs (at least 1). `windows`: the passes
     whose backends can start and stop at a step (`Backend.windowed`) are hosted by the
     first timing pass, each in a window of steps inside its process, and those that run
-    beside the timers with their `options` (`Backend.beside_with`) join them."""
+    beside the timers with their `options` (`Backend.beside_with`) join them. `ranks`:
+    the run has several ranks (torchrun), whose windows begin and end at the same step on
+    each: a sampler's, which lasts until it has its samples (a time, not a step count),
+    is not hosted."""
     options = options or {}
     timers = [b.name for b in backends
               if b.kind == "timer" or (windows and b.beside_with(options.get(b.name, {})))]
@@ -55,8 +59,13 @@ def plan_passes(backends: list[type[Backend]], *, timing_pass: bool = False,
                for index, (names, number) in enumerate(_order(timers, others, repeats),
                                                        start=1)]
     if windows:
-        _host_windows(planned, {b.name for b in backends if b.windowed})
+        _host_windows(planned, _windowed(backends, ranks))
     return planned
+
+
+def _windowed(backends: list[type[Backend]], ranks: bool) -> set[str]:
+    """The backends a window may hold: with several ranks, no sampler's."""
+    return {b.name for b in backends if b.windowed and not (ranks and b.kind == "sampler")}
 
 
 def _order(timers: list[str], others: list[list[str]], repeats: int

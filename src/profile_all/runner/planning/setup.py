@@ -144,9 +144,10 @@ WINDOW_FEWEST = 4
 def use_windows(setup: Setup, pass_steps: int | str | None, fresh_processes: bool) -> None:
     """Whether the passes that can share a process run in windows of steps inside the clean
     timing pass's, and of how many steps (`--pass-steps N` where given): a script's, one
-    process a rank; not under `--fresh-processes`, `--pass-steps all`, torchrun."""
+    process a rank (under torchrun, every rank's windows hold the same steps); not under
+    `--fresh-processes`, `--pass-steps all`."""
     setup.windows = (not setup.is_model and not fresh_processes
-                     and not setup.launch.distributed and setup.pass_steps is not None)
+                     and setup.pass_steps is not None)
     asked = pass_steps is not None and setup.pass_steps
     setup.window_steps = setup.pass_steps if asked else WINDOW_STEPS
     setup.window_fewest = setup.window_steps if asked else WINDOW_FEWEST

@@ -141,15 +141,22 @@ def _results(pass_spec: PassSpec, run_dir: RunDirectory, launch: Launch,
     return [found[rank] for rank in sorted(found)]
 
 
-def window_results(pass_spec: PassSpec) -> dict[int, list[PassResult]]:
+def window_results(pass_spec: PassSpec, ranks: set[int]) -> dict[int, list[PassResult]]:
     """The results of the passes `pass_spec`'s process hosted in windows of steps, by pass
-    number: those whose window came (a window the script did not reach wrote none)."""
+    number: those whose window came on each of `ranks`, the host's (a window the script
+    did not reach wrote none). A window that some rank did not get runs again on every
+    rank, in a launch of its own: what the other ranks wrote of it is removed, where that
+    launch's ranks write theirs, so that none is taken for theirs."""
     found: dict[int, list[PassResult]] = {}
     for window in pass_spec.windows:
         pattern = Path(window["result_path"])
-        for path in sorted(pattern.parent.glob(pattern.name.replace("{rank}", "*"))):
-            found.setdefault(window["number"], []).append(
-                PassResult.from_json(path.read_bytes()))
+        paths = sorted(pattern.parent.glob(pattern.name.replace("{rank}", "*")))
+        results = [PassResult.from_json(path.read_bytes()) for path in paths]
+        if results and {result.rank for result in results} >= ranks:
+            found[window["number"]] = results
+            continue
+        for path in paths:
+            path.unlink(missing_ok=True)
     return found
 
 
