@@ -18,14 +18,17 @@ from conftest import AS_NOBODY, TARGETS, processes_with, profile_all, second_use
 
 
 class Loop:
-    """tests/targets/long_train.py in a process of its own, training until told to stop."""
+    """tests/targets/long_train.py in a process of its own, training until told to stop.
+    `pace`: what it waits after each step (by default 5 ms, as for its data: the suite's
+    two workers share two cores, and a loop that spins takes one whole for as long as its
+    test waits); 0: it spins, for what samples its hottest functions."""
 
     def __init__(self, tmp_path, marks: str = "pa.step", env: dict[str, str] | None = None,
-                 limit: float = 120) -> None:
+                 limit: float = 120, pace: float = 0.005) -> None:
         self.stop_file = tmp_path / f"stop-{marks}"
         self.process = subprocess.Popen(
             [sys.executable, str(TARGETS / "long_train.py"), str(self.stop_file), str(limit),
-             marks], stdout=subprocess.PIPE, text=True,
+             marks, str(pace)], stdout=subprocess.PIPE, text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
         assert self.process.stdout.readline().strip() == "ready"
         self.pid = self.process.pid
@@ -46,9 +49,9 @@ class Loop:
 
 @pytest.fixture(scope="module")
 def attached(tmp_path_factory):
-    """A listening loop (it calls pa.step()), attached to for 2 s."""
+    """A listening loop (it calls pa.step()) that spins, attached to for 2 s."""
     tmp_path = tmp_path_factory.mktemp("attach")
-    with Loop(tmp_path) as loop:
+    with Loop(tmp_path, pace=0) as loop:
         time.sleep(0.5)
         done = profile_all("attach", loop.pid, "--duration", "2", "-o", tmp_path / "run")
         alive = loop.process.poll() is None
