@@ -5,11 +5,15 @@ command that does not use it leaves nothing of it running."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import time
 import uuid
 
 import psutil
 
-from conftest import profile_all
+from conftest import TARGETS, profile_all
 
 PARENT_COMMAND = """
 import os
@@ -68,3 +72,20 @@ def test_a_run_of_fresh_interpreters_forks_nothing(tmp_path):
     parent = next(line for line in done.stdout.splitlines() if line.startswith("parent:"))
     assert "forkserver" not in parent and "profile_all" in parent
     assert _servers_marked(mark) == []
+
+
+def test_a_repeated_run_whose_passes_all_start_elsewhere_starts_no_server(tmp_path):
+    """`--repeat 2`: both timing passes in fresh interpreters, cProfile in a window of the
+    first one's steps: no server is started, early or later (watched as the run runs)."""
+    env, mark = _marked()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "profile_all", "run", str(TARGETS / "speed.py"), "-b",
+         "wallclock", "-b", "cprofile", "--repeat", "2", "-o", str(tmp_path / "run"), "--",
+         "0.001"], env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    seen: list[int] = []
+    while command.poll() is None:
+        seen += _servers_marked(mark)
+        time.sleep(0.05)
+    assert command.returncode == 0, command.stderr.read()
+    assert seen == []

@@ -132,3 +132,28 @@ def test_a_fork_server_killed_as_it_starts_is_replaced(tmp_path):
     assert command.returncode == 0, err
     assert err.splitlines()[-1] == f"profile-all: complete, exit code 0: {tmp_path / 'run'}"
     assert [p.status for p in pa.load(tmp_path / "run").meta.passes] == ["ok", "ok"]
+
+
+SHORT = """import time
+import profile_all as pa
+for _ in range(8):
+    time.sleep(0.002)
+    pa.step()
+"""
+
+
+def test_repeated_runs_start_a_server_only_where_a_pass_asks_for_one(tmp_path):
+    """With --repeat every timing pass starts a fresh interpreter and the other passes run
+    in windows of the first one's steps: no fork server imports torch for nothing; a
+    window the script does not reach (8 steps) forks its pass from one started then."""
+    windowed = pa.run(TARGETS / "speed.py", ["0.001"], backends=["wallclock", "cprofile"],
+                      repeat=2, out=tmp_path / "windowed")
+    assert [(p.backends, p.host) for p in windowed.meta.passes] == [
+        (["wallclock"], None), (["cprofile"], 1), (["wallclock"], None)]
+    assert windowed.meta.process_start == "fresh interpreter"
+    script = tmp_path / "short.py"
+    script.write_text(SHORT)
+    short = pa.run(script, backends=["wallclock", "cprofile"], repeat=2, out=tmp_path / "short")
+    assert [(p.backends, p.host, p.status) for p in short.meta.passes] == [
+        (["wallclock"], None, "ok"), (["cprofile"], None, "ok"), (["wallclock"], None, "ok")]
+    assert short.meta.process_start == "fork, timing repeats: fresh interpreter"

@@ -84,7 +84,7 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
                          repeat=setup.repeat, windows=setup.windows, options=setup.options,
                          ranks=setup.launch.distributed)
     # started first: they import torch while the target is checked and the folder made
-    server = _server(setup)
+    server = _server(setup, passes)
     early = _prestarted(setup, passes)
     # pandas and the report's modules (0.4 s), imported while the server imports
     from profile_all.runner.judging import run_report
@@ -97,19 +97,27 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
         for started in (server, early):
             if started is not None:
                 started.close()
-    return run_report.written(setup, ran, passes, stops, server is not None, run_dir)
+    forked = server is not None and server.forked  # else each pass began a fresh interpreter
+    return run_report.written(setup, ran, passes, stops, forked, run_dir)
 
 
-def _server(setup: Setup) -> server_handle.ForkServer | None:
+def _server(setup: Setup, passes: list[Pass]) -> server_handle.Server | None:
     """The run's fork server: the one the command started as it began where it fits the
-    run (early_server), else one started now; None for a run that forks no pass."""
+    run (early_server), else one started now, or when a pass first asks for it where no
+    pass planned forks from it; None for a run that forks no pass."""
     if not setup.forked:
         early_server.discard()
         return None
     modules = [*setup.preimport, "profile_all.runner.inside.worker",
                *{cls.__module__ for cls in setup.selection.runnable}]
     env = server_handle.worker_env()
-    return early_server.take(modules, env) or server_handle.ForkServer(modules, env)
+    early = early_server.take(modules, env)
+    if early is not None:
+        return early
+    if setup.is_model or any(run_pass.host is None and not _fresh(setup, run_pass)
+                             for run_pass in passes):
+        return server_handle.ForkServer(modules, env)
+    return server_handle.ServerWhenNeeded(modules, env)
 
 
 def _fresh(setup: Setup, run_pass: Pass) -> bool:
@@ -133,7 +141,7 @@ def _prestarted(setup: Setup, passes: list[Pass]) -> PrestartedWorker | None:
     return PrestartedWorker(pass_specs.preimport(setup, first), server_handle.worker_env())
 
 
-def _check_target(setup: Setup, server: server_handle.ForkServer | None) -> None:
+def _check_target(setup: Setup, server: server_handle.Server | None) -> None:
     """Refuse a bad model before any pass runs (a script was checked whole by
     `refuse_early`). It is built and run once: in a child forked from the server where
     there is one (this process then never imports torch, which would cost seconds beside
@@ -168,7 +176,7 @@ def _teller(setup: Setup, run_pass: Pass, count: int) -> Callable[[float, str], 
 
 def _in_process_of_its_own(setup: Setup, pass_spec: PassSpec, run_dir: RunDirectory,
                            stops: child_processes.StopRequests,
-                           starter: server_handle.ForkServer | PrestartedWorker | None,
+                           starter: server_handle.Server | PrestartedWorker | None,
                            ran: Ran, tell: Callable[[float, str], None] | None = None
                            ) -> pass_process.Ended:
     """The pass in a process of its own, forked from `starter` or a fresh interpreter;
@@ -185,7 +193,7 @@ def _in_process_of_its_own(setup: Setup, pass_spec: PassSpec, run_dir: RunDirect
 
 
 def _run_passes(setup: Setup, passes: list[Pass], run_dir: RunDirectory,
-                stops: child_processes.StopRequests, server: server_handle.ForkServer | None,
+                stops: child_processes.StopRequests, server: server_handle.Server | None,
                 early: PrestartedWorker | None) -> Ran:
     """Each pass in turn, in a worker or in this process, until one is interrupted: forked
     from `server`, or in a fresh interpreter (the first of them `early`, started already);

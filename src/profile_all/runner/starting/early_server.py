@@ -36,9 +36,21 @@ def start_for(argv: list[str]) -> None:
     global _early
     own = argv[:argv.index("--")] if "--" in argv else argv
     if not own or own[0] not in COMMANDS or not fork_available() or any(
-            option.split("=")[0] in UNFORKED for option in own):
+            option.split("=")[0] in UNFORKED for option in own) or _repeated(own):
         return
     _early = ForkServer(FIRST, worker_env(), more_later=True)
+
+
+def _repeated(own: list[str]) -> bool:
+    """`run --repeat N`, N > 1: its timing passes start in fresh interpreters and the
+    others in windows of the first one's steps, so that the run starts a server only where
+    a pass asks for one (orchestrator._server)."""
+    for place, option in enumerate(own):
+        name, _, value = option.partition("=")
+        if name == "--repeat":
+            value = value or (own[place + 1] if place + 1 < len(own) else "")
+            return own[0] == "run" and value.isdigit() and int(value) > 1
+    return False
 
 
 def take(modules: list[str], env: dict[str, str]) -> ForkServer | None:

@@ -126,6 +126,10 @@ class ForkServer:
             raise ServerLost(f"the fork server was {self._ended()} before it was asked "
                              "for a pass") from None
 
+    #: a pass or the check was forked from it (a server started early is taken by a run
+    #: whose first pass forks)
+    forked = True
+
     def gone(self) -> str:
         """How the server ended, where it did while the run still needs it ("" while it
         runs): profile-all then starts its passes in fresh interpreters."""
@@ -200,3 +204,46 @@ def _followed(pid: int) -> Apart | None:
         return Apart(pid, os.pidfd_open(pid), [f"pass worker {pid}"])
     except (AttributeError, OSError):
         return None
+
+
+class ServerWhenNeeded:
+    """A run's fork server, started when a pass first asks for one: a run whose passes all
+    start elsewhere (`--repeat N`: every timing pass in a fresh interpreter, the others in
+    windows of the first one's steps) imports torch in no server it never uses (1.1 CPU-s,
+    and a process of torch's size, on a 2-core VM). A window the script did not reach
+    starts it then."""
+
+    def __init__(self, modules: list[str], env: dict[str, str]) -> None:
+        self.modules, self.env = modules, env
+        self._server: ForkServer | None = None
+
+    @property
+    def started(self) -> ForkServer:
+        if self._server is None:
+            self._server = ForkServer(self.modules, self.env)
+        return self._server
+
+    def wait_ready(self) -> None:
+        self.started.wait_ready()
+
+    def check(self, target_spec: dict[str, Any], scratch: Path, env: dict[str, str]) -> None:
+        self.started.check(target_spec, scratch, env)
+
+    def start(self, spec_path: Path, env: dict[str, str]) -> ForkedPass:
+        return self.started.start(spec_path, env)
+
+    def gone(self) -> str:
+        return self._server.gone() if self._server is not None else ""
+
+    @property
+    def forked(self) -> bool:
+        """Whether a pass asked for it."""
+        return self._server is not None
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+#: what a run forks its passes from
+Server = ForkServer | ServerWhenNeeded

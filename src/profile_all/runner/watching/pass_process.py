@@ -50,7 +50,7 @@ def wrappers(pass_spec: PassSpec) -> list[Any]:
 
 
 def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
-           server: server_handle.ForkServer | PrestartedWorker | None,
+           server: server_handle.Server | PrestartedWorker | None,
            stops: child_processes.StopRequests) -> Any:
     """The pass's process: forked from the fork server, told to go where it was started
     early, else started now; `child_processes.Stopped` when a stop signal comes while the
@@ -77,7 +77,7 @@ def _start(pass_spec: PassSpec, spec_path: Any, launch: Launch,
 
 def run(pass_spec: PassSpec, run_dir: RunDirectory, timeout: float | None, launch: Launch,
         stops: child_processes.StopRequests,
-        server: server_handle.ForkServer | PrestartedWorker | None, echo: bool = True,
+        server: server_handle.Server | PrestartedWorker | None, echo: bool = True,
         tell: Callable[[float, str], None] | None = None) -> Ended:
     """Run one pass in a worker (a worker per rank under torchrun), forked from the fork
     `server`, or a fresh interpreter (`server` None, or one started early); its output to
