@@ -13,6 +13,7 @@ import uuid
 
 import psutil
 
+import profile_all as pa
 from conftest import TARGETS, profile_all
 
 PARENT_COMMAND = """
@@ -89,3 +90,7 @@ def test_a_repeated_run_whose_passes_all_start_elsewhere_starts_no_server(tmp_pa
         time.sleep(0.05)
     assert command.returncode == 0, command.stderr.read()
     assert seen == []
+    meta = pa.load(tmp_path / "run").meta
+    assert [(p.backends, p.host) for p in meta.passes] == [
+        (["wallclock"], None), (["cprofile"], 1), (["wallclock"], None)]
+    assert meta.process_start == "fresh interpreter"
