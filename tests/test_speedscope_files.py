@@ -152,7 +152,9 @@ def test_a_child_process_s_threads_and_exec_d_code_are_named_plainly(tmp_path):
 def test_frames_of_many_sources_on_this_machine_are_named_within_a_budget(tmp_path):
     """20,000 frames over 2,000 of this machine's larger sources, every one sampled: each
     was compiled to find its first line (past 120 s with a 1,024-file cache thrashing); the
-    sources compiled are bounded (16 MiB), beyond which a first line is `?`."""
+    sources compiled are bounded (16 MiB), beyond which a first line is `?`. The bound is
+    a profile's: the next profile read in the same process names its functions again (it
+    once lasted the process's life, and a notebook's later profiles were all `?`)."""
     import site
 
     sources = sorted(path for root in site.getsitepackages()
@@ -165,6 +167,13 @@ def test_frames_of_many_sources_on_this_machine_are_named_within_a_budget(tmp_pa
     assert done.returncode == 0, done.stderr
     names = pa.load(tmp_path / "run").sampled_functions()["name"]
     assert names.str.endswith(":?(f)").any() and len(names) == len(set(map(str, sources)))
+    source = tmp_path / "later.py"  # 1 MiB: more than the first profile left of the bound
+    source.write_text("# padding\n" * 2**17 + "def first():\n    return 1\n")
+    later = tmp_path / "later.speedscope.json"
+    _write(later, _file([{"name": "first", "file": str(source), "line": 2**17 + 2}],
+                        [_sampled([[0]], [0.01])]))
+    named = pa.ingest([later], tmp_path / "later").sampled_functions()["name"]
+    assert list(named) == [f"{source}:{2**17 + 1}(first)"]
 
 
 def test_a_profile_named_with_a_process_id_of_5000_digits(tmp_path):

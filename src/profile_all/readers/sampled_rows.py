@@ -31,7 +31,7 @@ from typing import Any
 
 from profile_all.readers.call_tree import LIBRARY
 from profile_all.readers.sampled_tree import CallTree
-from profile_all.readers.source_lines import first_line
+from profile_all.readers.source_lines import first_line, new_budget
 from profile_all.readers.speedscope import Frame, SampledProfile, Thread
 from profile_all.rows import row
 
@@ -172,7 +172,8 @@ def sampled_rows(profile: SampledProfile, interval: float | None = None,
 def _sampled_names(profile: SampledProfile) -> dict[int, Named]:
     """The names of the frames a sample holds, by index: naming one may compile its file (a
     crafted file named 20,000 frames of 2,000 sources, no sample on them, and took
-    minutes)."""
+    minutes), within the budget of one profile."""
+    new_budget()
     return {index: _name(profile.frames[index]) for index in sorted(
         {index for thread in profile.threads for stack in thread.counts for index in stack})}
 

@@ -25,9 +25,22 @@ from pathlib import Path
 
 #: larger sources are not compiled (a generated file of megabytes costs seconds)
 MAX_SOURCE_BYTES = 4 * 2**20
-#: the source bytes a process compiles in all (about 1 s of compiling a MB here)
+#: the source bytes the names of one profile compile in all (about 1 s of compiling a MB
+#: here): `new_budget` at each profile
 COMPILE_BUDGET = 16 * 2**20
 _compiled_bytes = 0
+
+
+class _OverBudget(Exception):
+    """A source left uncompiled for the budget: no answer of the file's to keep."""
+
+
+def new_budget() -> None:
+    """The names of a new profile: its sources may compile COMPILE_BUDGET bytes again. A
+    process that reads several profiles (a notebook's, the API's, a test's) once spent the
+    budget for good on the first ones: every function of the next was named `?`."""
+    global _compiled_bytes
+    _compiled_bytes = 0
 _FROZEN = "<frozen "
 #: the import system's modules are frozen under other names than their files say
 _FROZEN_ALIASES = {"importlib._bootstrap": "_frozen_importlib",
@@ -41,7 +54,10 @@ def first_line(filename: str, name: str, line: int) -> int | None:
     short = name.rsplit(".", 1)[-1]
     if short == "<module>":
         return 1
-    spans = _spans(filename)
+    try:
+        spans = _spans(filename)
+    except _OverBudget:  # not kept: a later profile's budget may compile it
+        return None
     held = [start for start, end in (spans or {}).get(short, ()) if start <= line <= end]
     return max(held) if held else None  # the innermost: the latest start
 
@@ -113,15 +129,18 @@ def _cached(filename: str) -> types.CodeType | None:
 
 
 def _compiled(filename: str) -> types.CodeType | None:
-    """The file's code, compiled from its source while this process has compiled less
-    than COMPILE_BUDGET bytes of sources (2,000 sources of site-packages named by a file's
-    frames took minutes): past it, None (the first line is then unknown, `?`)."""
+    """The file's code, compiled from its source while the profile's names have compiled
+    less than COMPILE_BUDGET bytes of sources (2,000 sources of site-packages named by a
+    file's frames took minutes): past it, _OverBudget (the first line is then unknown,
+    `?`)."""
     global _compiled_bytes
     path = Path(filename)
     try:
         size = path.stat().st_size if path.is_file() else None
-        if size is None or size > MAX_SOURCE_BYTES or _compiled_bytes + size > COMPILE_BUDGET:
+        if size is None or size > MAX_SOURCE_BYTES:
             return None
+        if _compiled_bytes + size > COMPILE_BUDGET:
+            raise _OverBudget(filename)
         _compiled_bytes += size
         return compile(path.read_bytes(), filename, "exec", dont_inherit=True)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
