@@ -29,6 +29,10 @@ MAX_SOURCE_BYTES = 4 * 2**20
 #: here): `new_budget` at each profile
 COMPILE_BUDGET = 16 * 2**20
 _compiled_bytes = 0
+_FROZEN = "<frozen "
+#: the import system's modules are frozen under other names than their files say
+_FROZEN_ALIASES = {"importlib._bootstrap": "_frozen_importlib",
+                   "importlib._bootstrap_external": "_frozen_importlib_external"}
 
 
 class _OverBudget(Exception):
@@ -41,10 +45,6 @@ def new_budget() -> None:
     budget for good on the first ones: every function of the next was named `?`."""
     global _compiled_bytes
     _compiled_bytes = 0
-_FROZEN = "<frozen "
-#: the import system's modules are frozen under other names than their files say
-_FROZEN_ALIASES = {"importlib._bootstrap": "_frozen_importlib",
-                   "importlib._bootstrap_external": "_frozen_importlib_external"}
 
 
 def first_line(filename: str, name: str, line: int) -> int | None:

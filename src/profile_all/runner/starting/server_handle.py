@@ -41,6 +41,10 @@ class ForkServer:
     """The server process, from profile-all's side: started once a run, closed after.
     `more_later`: it imports `modules`, then waits for the rest (`import_more`)."""
 
+    #: a pass or the check is forked from it (a run takes a server started early only
+    #: where its first pass forks)
+    forked = True
+
     def __init__(self, modules: list[str], env: dict[str, str], more_later: bool = False
                  ) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -125,10 +129,6 @@ class ForkServer:
         except OSError:  # its socket closed: it is gone
             raise ServerLost(f"the fork server was {self._ended()} before it was asked "
                              "for a pass") from None
-
-    #: a pass or the check was forked from it (a server started early is taken by a run
-    #: whose first pass forks)
-    forked = True
 
     def gone(self) -> str:
         """How the server ended, where it did while the run still needs it ("" while it
