@@ -97,8 +97,8 @@ def test_every_pass_imports_torch_whatever_the_backends_and_dynamo_where_due(tmp
     """`-b cprofile` alone used to count `import torch` in the target's time (1.53 s
     against 75 ms for the same pass in a default run). torch._dynamo (a second more of
     every run's start) is imported first where a backend imports it as it starts, or
-    where the script's own file compiles (else its import would land in the target's time
-    of one run and not of another)."""
+    where the script's own file compiles or makes an optimizer (else its import would land
+    in the target's time of one run and not of another)."""
     from profile_all.runner.planning.setup import setup_run
     from profile_all.targets import ScriptTarget
 
@@ -109,10 +109,13 @@ def test_every_pass_imports_torch_whatever_the_backends_and_dynamo_where_due(tmp
     assert pa.load(tmp_path / "alone").meta.preimported == ["torch"]
     compiling = tmp_path / "compiling.py"
     compiling.write_text("import torch\nstep = torch.compile(lambda x: x + 1)\n")
+    training = tmp_path / "training.py"  # torch 2.13's optimizers import it as they are made
+    training.write_text("import torch\nsgd = torch.optim.SGD([torch.zeros(1)], lr=0.1)\n")
     for script, named, dynamo in [(TARGETS / "preimported.py", ["cprofile"], False),
                                   (TARGETS / "preimported.py", ["torch-profiler"], True),
                                   (TARGETS / "preimported.py", None, True),  # every backend
-                                  (compiling, ["cprofile"], True)]:
+                                  (compiling, ["cprofile"], True),
+                                  (training, ["cprofile"], True)]:
         setup = setup_run(ScriptTarget(str(script), []), named, None, True, None, None, 1,
                           False, None)
         assert ("torch._dynamo" in setup.preimport) == dynamo, (script.name, named)
