@@ -121,6 +121,51 @@ def _read_back(file) -> str:
     return io.TextIOWrapper(file, encoding="utf-8", errors="replace", newline=None).read()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kept_fork_servers():
+    """The runs this test worker makes in its own process (`profile_all_here`, `pa.run`)
+    take the fork server an earlier run of the same modules and environment left ready
+    (`pa.keep_servers`): a new server's imports are 2.3 to 3.2 CPU-s of each run here.
+    A test of how a run starts and ends a server of its own asks for `own_servers`."""
+    import profile_all as pa
+
+    with pa.keep_servers(limit=6):
+        yield
+
+
+@pytest.fixture
+def own_servers():
+    """This test's runs start and end a fork server each, as a command's run does."""
+    import profile_all as pa
+
+    with pa.keep_servers(limit=0):
+        yield
+
+
+def _without_test_name():
+    """While a fixture is made or a test runs, the environment `profile_all_here` gives its
+    commands (COLUMNS=200), without pytest's name of the running test (PYTEST_CURRENT_TEST):
+    a run's fork server is kept for runs of the same environment, which that variable made
+    every test's own, and COLUMNS the API's runs' apart from the commands'."""
+    saved = {name: os.environ.get(name) for name in ("PYTEST_CURRENT_TEST", "COLUMNS")}
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    os.environ["COLUMNS"] = "200"
+    try:
+        return (yield)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+pytest_fixture_setup = pytest.hookimpl(wrapper=True)(
+    lambda fixturedef, request: (yield from _without_test_name()))
+pytest_pyfunc_call = pytest.hookimpl(wrapper=True)(
+    lambda pyfuncitem: (yield from _without_test_name()))
+
+
 #: a process of the second user tests run beside root: setpriv's command line
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 

@@ -23,7 +23,7 @@ from profile_all.render.notebook import show_reports_as_html
 from profile_all.runner.starting.launch import Launch
 
 __all__ = ["Launch", "ProfileAllError", "Report", "UsageError", "attach", "compare", "ingest",
-           "listen", "load", "merge", "profile_model", "region", "run", "step"]
+           "keep_servers", "listen", "load", "merge", "profile_model", "region", "run", "step"]
 
 
 show_reports_as_html()  # in a notebook's kernel; nothing elsewhere
@@ -32,7 +32,8 @@ show_reports_as_html()  # in a notebook's kernel; nothing elsewhere
 #: what is imported when asked: Report and load import pandas, never in the target's
 #: process; load_ipython_extension is IPython's (`%load_ext profile_all`: %%profile_all)
 _LAZY = {"Report": "profile_all.report.report", "load": "profile_all.runs.folder",
-         "load_ipython_extension": "profile_all.cell_magic"}
+         "load_ipython_extension": "profile_all.cell_magic",
+         "keep_servers": "profile_all.runner.starting.kept_servers"}
 
 
 def __getattr__(name: str) -> Any:

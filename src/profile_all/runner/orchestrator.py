@@ -30,7 +30,7 @@ from profile_all.runner.planning.setup import (
     use_windows,
 )
 from profile_all.runner.spec import PassSpec
-from profile_all.runner.starting import early_server, server_handle
+from profile_all.runner.starting import early_server, kept_servers, server_handle
 from profile_all.runner.starting.launch import Launch
 from profile_all.runner.starting.prestarted import PrestartedWorker
 from profile_all.runner.watching import child_processes, heartbeat, pass_process
@@ -94,23 +94,26 @@ def _run(setup: Setup, out: Path | None, stops: child_processes.StopRequests) ->
         run_dir = RunDirectory.create(out, setup.target.label)
         ran = _run_passes(setup, passes, run_dir, stops, server, early)
     finally:
-        for started in (server, early):
-            if started is not None:
-                started.close()
-    forked = server is not None and server.forked  # else each pass began a fresh interpreter
+        if server is not None:
+            kept_servers.end(server)  # ended, or kept for the next run (pa.keep_servers)
+        if early is not None:
+            early.close()
+    forked = server.forked if server is not None else ""  # "": each a fresh interpreter
     return run_report.written(setup, ran, passes, stops, forked, run_dir)
 
 
 def _server(setup: Setup, passes: list[Pass]) -> server_handle.Server | None:
-    """The run's fork server: the one the command started as it began where it fits the
-    run (early_server), else one started now, or when a pass first asks for it where no
-    pass planned forks from it; None for a run that forks no pass."""
-    if not setup.forked:
-        early_server.discard()
-        return None
+    """The run's fork server: one kept from an earlier run of this process where it fits
+    (kept_servers), or the one the command started as it began (early_server), else one
+    started now, or when a pass first asks for it where no pass planned forks from it;
+    None for a run that forks no pass."""
     modules = [*setup.preimport, "profile_all.runner.inside.worker",
-               *{cls.__module__ for cls in setup.selection.runnable}]
+               *sorted({cls.__module__ for cls in setup.selection.runnable})]
     env = server_handle.worker_env()
+    kept = kept_servers.take(modules, env) if setup.forked else None
+    if kept is not None or not setup.forked:
+        early_server.discard()
+        return kept
     early = early_server.take(modules, env)
     if early is not None:
         return early

@@ -25,7 +25,7 @@ from profile_all.runs.store import save
 
 
 def written(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-            forked: bool, run_dir: RunDirectory) -> Report:
+            forked: str, run_dir: RunDirectory) -> Report:
     """The run's Report, saved in its run folder; a stop signal that came as it was
     written is said in it, and it is written again."""
     report = run_dir.save(_report(setup, ran, passes, stops, forked), setup.meanwhile)
@@ -49,7 +49,7 @@ def _stopped_while_writing(report: Report, ran: Ran, signum: int) -> None:
 
 
 def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-          forked: bool) -> RunRecord:
+          forked: str) -> RunRecord:
     target, results = setup.target, ran.results
     run_checks.add_overheads(ran.summaries, ran.step_times, comparable=not setup.is_model)
     status, exit_code = outcome.run_ending(ran.summaries, ran.status, stops.signum)
@@ -79,19 +79,20 @@ def _record(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.S
         model=_model(setup, results) if setup.is_model else {})
 
 
-def _process_start(setup: Setup, forked: bool, fresh_from: int | None) -> str:
+def _process_start(setup: Setup, forked: str, fresh_from: int | None) -> str:
     """How the passes' processes began: forked from a server that had imported the
-    preimported modules (one hash seed for all), or a fresh interpreter each (from pass
-    `fresh_from` on, where the server was killed)."""
+    preimported modules (one hash seed for all; `forked` says whether the server was kept
+    from an earlier run), or a fresh interpreter each (`forked` ""; from pass `fresh_from`
+    on, where the server was killed)."""
     if not setup.isolate:
         return "in this process"
     if not forked:
         return "fresh interpreter"
     if fresh_from is not None:
-        return f"fork, from pass {fresh_from}: fresh interpreter (the fork server was gone)"
+        return f"{forked}, from pass {fresh_from}: fresh interpreter (the fork server was gone)"
     if setup.is_model:
-        return "fork, timing passes: fresh interpreter"
-    return "fork, timing repeats: fresh interpreter" if setup.repeat > 1 else "fork"
+        return f"{forked}, timing passes: fresh interpreter"
+    return f"{forked}, timing repeats: fresh interpreter" if setup.repeat > 1 else forked
 
 
 def _model(setup: Setup, results: list[PassResult]) -> dict[str, Any]:
@@ -102,7 +103,7 @@ def _model(setup: Setup, results: list[PassResult]) -> dict[str, Any]:
 
 
 def _report(setup: Setup, ran: Ran, passes: list[Pass], stops: child_processes.StopRequests,
-            forked: bool) -> Report:
+            forked: str) -> Report:
     """The Report of the run: every rank's rows, and the rates derived from them."""
     meta = _record(setup, ran, passes, stops, forked)
     rows = [row for result in ran.results for row in result.rows]

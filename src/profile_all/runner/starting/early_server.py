@@ -18,6 +18,7 @@ small, and kept for it: the first pass of every run waits for that import.
 
 from __future__ import annotations
 
+from profile_all.runner.starting import kept_servers
 from profile_all.runner.starting.server_handle import ForkServer, fork_available, worker_env
 
 #: what every pass imports first wherever a pass imports torch: the guess's modules
@@ -36,7 +37,8 @@ def start_for(argv: list[str]) -> None:
     global _early
     own = argv[:argv.index("--")] if "--" in argv else argv
     if not own or own[0] not in COMMANDS or not fork_available() or any(
-            option.split("=")[0] in UNFORKED for option in own) or _repeated(own):
+            option.split("=")[0] in UNFORKED for option in own) or _repeated(own) \
+            or kept_servers.holding():  # the run likely takes the one kept (pa.keep_servers)
         return
     _early = ForkServer(FIRST, worker_env(), more_later=True)
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from profile_all import process_control, std_streams
+from profile_all.fileio import current_folder
 from profile_all.runner.starting.server_messages import MESSAGE_BYTES, send
 
 #: the server's first argument when the rest of its modules come in a message
@@ -67,8 +68,12 @@ def _become(request: dict[str, Any], fds: list[int], channel: socket.socket,
         os.dup2(fd, target)
         os.close(fd)
     launch = json.loads(Path(request["launch"]).read_text())
+    server_cwd = current_folder()
     with contextlib.suppress(FileNotFoundError):  # removed: the server's is it, unnamed
         os.chdir(launch["cwd"])
+        if sys.path[:1] == [server_cwd]:  # `python -m` put it there: the pass's own instead
+            sys.path[0] = launch["cwd"]  # (a server kept from a run elsewhere)
+    importlib.invalidate_caches()  # files made since the server's imports are found
     os.environ.clear()
     os.environ.update(launch["env"])
     random.seed()
@@ -155,6 +160,9 @@ def serve(channel: socket.socket, modules: list[str]) -> None:
         if not payload:
             return
         request = json.loads(payload.decode())
+        if "ping" in request:  # is it idle? (a server kept for the next run: kept_servers)
+            send(channel, {"pong": True})
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         become = _check_child if "check" in request else _run_child

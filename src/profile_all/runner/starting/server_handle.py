@@ -21,6 +21,9 @@ from profile_all.runner.starting import server_start
 from profile_all.runner.starting.forkserver import MORE_LATER
 from profile_all.runner.starting.server_messages import Lines, send
 
+#: seconds an idle server takes to answer a ping, at most (it answers in microseconds)
+PING_WAIT = 2.0
+
 
 class ServerLost(OSError):
     """The fork server ended while the run still needed it (killed: the kernel's
@@ -38,18 +41,16 @@ def worker_env() -> dict[str, str]:
 
 
 class ForkServer:
-    """The server process, from profile-all's side: started once a run, closed after.
-    `more_later`: it imports `modules`, then waits for the rest (`import_more`)."""
-
-    #: a pass or the check is forked from it (a run takes a server started early only
-    #: where its first pass forks)
-    forked = True
+    """The server process, from profile-all's side: started once a run, closed after (or
+    kept for the next run: kept_servers). `more_later`: it imports `modules`, then waits
+    for the rest (`import_more`)."""
 
     def __init__(self, modules: list[str], env: dict[str, str], more_later: bool = False
                  ) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.channel, self.lines = ours, Lines(ours)
-        self.env = env
+        self.modules, self.env = list(modules), env
+        self.runs_before = 0  # the runs it served before this one (kept_servers)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "profile_all.runner.starting.forkserver", str(theirs.fileno()),
              *([MORE_LATER] if more_later else []), *modules],
@@ -62,6 +63,24 @@ class ForkServer:
     def import_more(self, modules: list[str]) -> None:
         """The rest of what a server started with `more_later` imports before it is ready."""
         send(self.channel, {"import": modules})
+        self.modules += modules
+
+    @property
+    def forked(self) -> str:
+        """How the run's passes began, as its record says (a pass or the check is forked
+        from it: a run takes a server started early only where its first pass forks)."""
+        return "fork from a server kept from an earlier run" if self.runs_before else "fork"
+
+    def idle(self) -> bool:
+        """Whether it is ready and answers a ping at once, with nothing of an earlier pass
+        unread: a server is kept for the next run, and a kept one taken, only then."""
+        if not self._ready or self.gone() or self.lines.holding():
+            return False
+        try:
+            send(self.channel, {"ping": True})
+            return self.lines.read(PING_WAIT) == {"pong": True}
+        except (OSError, ValueError):  # TimeoutError among them: busy, or stuck
+            return False
 
     def wait_ready(self) -> None:
         if not self._ready:
@@ -236,9 +255,14 @@ class ServerWhenNeeded:
         return self._server.gone() if self._server is not None else ""
 
     @property
-    def forked(self) -> bool:
-        """Whether a pass asked for it."""
-        return self._server is not None
+    def started_one(self) -> ForkServer | None:
+        """The server, where a pass asked for one."""
+        return self._server
+
+    @property
+    def forked(self) -> str:
+        """How the run's passes began, where a pass asked for the server ("" else)."""
+        return self._server.forked if self._server is not None else ""
 
     def close(self) -> None:
         if self._server is not None:

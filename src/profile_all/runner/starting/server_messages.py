@@ -28,6 +28,10 @@ class Lines:
         self.channel = channel
         self._buffer = b""
 
+    def holding(self) -> bool:
+        """Whether part of a message, or more, was received and not yet read."""
+        return bool(self._buffer)
+
     def read(self, timeout: float | None = None) -> dict[str, Any] | None:
         """The next message; None when the other side closed; TimeoutError after
         `timeout` seconds without a whole one."""
