@@ -107,8 +107,7 @@ def _server(setup: Setup, passes: list[Pass]) -> server_handle.Server | None:
     (kept_servers), or the one the command started as it began (early_server), else one
     started now, or when a pass first asks for it where no pass planned forks from it;
     None for a run that forks no pass."""
-    modules = [*setup.preimport, "profile_all.runner.inside.worker",
-               *sorted({cls.__module__ for cls in setup.selection.runnable})]
+    modules = setup.server_modules
     env = server_handle.worker_env()
     kept = kept_servers.take(modules, env) if setup.forked else None
     if kept is not None or not setup.forked:

@@ -69,6 +69,14 @@ class Setup:
     def is_model(self) -> bool:
         return isinstance(self.target, ModelTarget)
 
+    @property
+    def server_modules(self) -> list[str]:
+        """What the run's fork server imports before it forks a pass: the preimports, the
+        worker, and the backends' own modules (for a script every built-in one's, whatever
+        was selected: `backends.own_modules`)."""
+        return [*self.preimport, "profile_all.runner.inside.worker",
+                *backends.own_modules(self.selection.runnable, every_builtin=not self.is_model)]
+
 
 def setup_run(target: ScriptTarget | ModelTarget, backend_names: Sequence[str] | None,
            timeout: float | None, isolate: bool, options: Any, launch: Launch | None,

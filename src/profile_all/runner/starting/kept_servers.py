@@ -109,8 +109,9 @@ def end(server: Server) -> None:
 
 
 def keep_servers(limit: int = 1) -> KeptServers:
-    """From now until `close()` or the end of a `with` block, each run (`pa.run`,
-    `pa.profile_model`, the CLI's main called here) leaves its fork server ready, and a
+    """From now until `close()` or the end of a `with` block, each run of this process
+    (`pa.run`, `pa.profile_model`, the CLI's `main` called here; not `%%profile_all`,
+    which runs the command in a process of its own) leaves its fork server ready, and a
     later run of the same modules in the same environment takes it instead of importing
     torch again; `limit`: how many are kept at most (each is a process of torch's size),
     0 for none inside an outer keeping."""
