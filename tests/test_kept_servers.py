@@ -136,3 +136,24 @@ def test_servers_kept_by_a_program_end_when_it_exits(tmp_path):
         time.sleep(0.05)
     assert not psutil.pid_exists(server) or \
         psutil.Process(server).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_child_forked_while_servers_are_kept_neither_uses_nor_ends_them(tmp_path):
+    """A process forked from a program that keeps servers (a worker of its own) that ends
+    as an interpreter does, its exit functions run, ended the kept servers: they are its
+    parent's."""
+    import atexit
+
+    script = tmp_path / "sees.py"
+    script.write_text(SEES)
+    with pa.keep_servers() as kept:
+        first = _run(script, tmp_path / "one")
+        child = os.fork()
+        if child == 0:  # as `sys.exit` would end it, outside pytest's hands
+            seen = len(kept)
+            atexit._run_exitfuncs()
+            os._exit(seen)
+        _pid, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0  # it saw nothing kept
+        second = _run(script, tmp_path / "two")
+    assert second["parent"] == first["parent"]  # the server the child's exit did not end

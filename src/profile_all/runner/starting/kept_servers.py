@@ -15,11 +15,13 @@ A kept server is taken, and kept, only once it has answered a ping at once with 
 of an earlier run left unread: one killed meanwhile, or still waiting for a pass, is
 ended and a new one started. None outlives the keeping (the `with` block, `close()`, or
 the interpreter's exit), and no more than `limit` are kept: the least recently used goes.
+A process forked from this one keeps none of them.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 from collections import OrderedDict
 
 from profile_all import validate
@@ -122,3 +124,15 @@ def keep_servers(limit: int = 1) -> KeptServers:
 def _close_all() -> None:
     for kept in reversed(_open):
         kept.close()
+
+
+def _forgotten_in_child() -> None:
+    """A forked child's copy of the keeping is forgotten, never used nor ended: its servers
+    are its parent's (a child that ended through `sys.exit` ran `_close_all`, and killed
+    them)."""
+    for kept in _open:
+        kept._servers.clear()
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forgotten_in_child)
