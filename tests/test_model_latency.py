@@ -8,6 +8,8 @@ on page-fault counts, not on times."""
 
 from __future__ import annotations
 
+import re
+
 import profile_all as pa
 from conftest import REPO, profile_all_here
 from profile_all.model.allocator import FAULTING, fault_cost
@@ -34,7 +36,9 @@ def _benchmark(tmp_path, env):
 
 def test_iterations_that_fault_are_timed_again_with_the_heap_held(tmp_path):
     report, latency, held = _benchmark(tmp_path, TRIMMING)
-    assert report.meta.process_start == "fork, timing passes: fresh interpreter"
+    # the timing passes in fresh interpreters; the others forked, from a server new or kept
+    assert re.fullmatch(r"fork( from a server kept from an earlier run)?, timing passes: "
+                        r"fresh interpreter", report.meta.process_start)
     assert latency[("page_faults", "mean")] > FAULTING
     # a few faults an iteration may remain (the allocator's own growth, a loaded machine's
     # reclaim): a small share of the trimming's
