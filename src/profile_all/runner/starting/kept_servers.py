@@ -135,4 +135,5 @@ def _forgotten_in_child() -> None:
     _open.clear()
 
 
-os.register_at_fork(after_in_child=_forgotten_in_child)
+if hasattr(os, "register_at_fork"):  # where processes fork (not Windows)
+    os.register_at_fork(after_in_child=_forgotten_in_child)
