@@ -69,10 +69,11 @@ class KeptServers:
         if self.limit == 0 or not server.idle():
             server.close()
             return
-        replaced = self._servers.pop(_key(server.modules, server.env), None)
+        key = _key(server.modules, server.env)
+        replaced = self._servers.pop(key, None)
         if replaced is not None:
             replaced.close()
-        self._servers[_key(server.modules, server.env)] = server
+        self._servers[key] = server
         while len(self._servers) > self.limit:
             self._servers.popitem(last=False)[1].close()
 
